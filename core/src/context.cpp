@@ -1,0 +1,189 @@
+// The Llama forward pass: RMSNorm, interleaved-pair RoPE, GQA attention over a KV cache, SwiGLU MLP.
+#include "sparselens/core/context.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "sparselens/kernels/attention.h"
+#include "sparselens/kernels/kernels.h"
+
+namespace sl {
+
+context_params context_default_params() { return {}; }
+
+namespace {
+
+// y[n, w.rows] = x[n, w.cols] W^T; GEMV for a single token so decode takes the bandwidth-bound path.
+void project(const tensor_view& w, const float* x, int32_t n, float* y, int threads) {
+    if (n == 1)
+        kernels::gemv(w, x, y, threads);
+    else
+        kernels::gemm(w, x, n, y, threads);
+}
+
+}  // namespace
+
+result<context> context::create(const model& m, const context_params& params) {
+    const model_hparams& hp = m.hp;
+    const int32_t n_ctx = params.n_ctx > 0 ? std::min(params.n_ctx, hp.seq_len) : hp.seq_len;
+    if (n_ctx <= 0) return error{m.path + ": model has no context length"};
+    if (hp.rope_dim <= 0 || hp.rope_dim > hp.head_dim() || hp.rope_dim % 2 != 0)
+        return error{m.path + ": unsupported rope dimension " + std::to_string(hp.rope_dim)};
+    const uint64_t kv_floats = static_cast<uint64_t>(hp.n_layers) * n_ctx * hp.kv_dim();
+    if (kv_floats > (uint64_t{1} << 36))
+        return error{m.path + ": KV cache for context " + std::to_string(n_ctx) + " would need " +
+                     std::to_string(kv_floats * 8 >> 30) + " GiB; pass a smaller context"};
+
+    context c;
+    c.m_model = &m;
+    c.m_n_ctx = n_ctx;
+    c.m_threads = params.n_threads > 0 ? params.n_threads : kernels::default_threads();
+    c.m_batch = std::max(1, params.n_batch);
+    c.m_k_cache.assign(kv_floats, 0.0f);
+    c.m_v_cache.assign(kv_floats, 0.0f);
+
+    // Same float arithmetic as llama2.c run.c so positions rotate bit-identically.
+    const int32_t half = hp.rope_dim / 2;
+    c.m_rope_cos.resize(static_cast<size_t>(n_ctx) * half);
+    c.m_rope_sin.resize(static_cast<size_t>(n_ctx) * half);
+    for (int32_t pos = 0; pos < n_ctx; ++pos) {
+        for (int32_t j = 0; j < half; ++j) {
+            const float freq = 1.0f / std::pow(hp.rope_theta, static_cast<float>(2 * j) / static_cast<float>(hp.rope_dim));
+            const float val = static_cast<float>(pos) * freq;
+            c.m_rope_cos[static_cast<size_t>(pos) * half + j] = std::cos(val);
+            c.m_rope_sin[static_cast<size_t>(pos) * half + j] = std::sin(val);
+        }
+    }
+
+    const size_t b = static_cast<size_t>(c.m_batch);
+    c.m_x.resize(b * hp.dim);
+    c.m_xb.resize(b * hp.dim);
+    c.m_q.resize(b * hp.dim);
+    c.m_att.resize(b * hp.dim);
+    c.m_proj.resize(b * hp.dim);
+    c.m_k.resize(b * hp.kv_dim());
+    c.m_v.resize(b * hp.kv_dim());
+    c.m_gate.resize(b * hp.hidden_dim);
+    c.m_up.resize(b * hp.hidden_dim);
+    c.m_scores.resize(static_cast<size_t>(kernels::attention_threads(c.m_threads)) * n_ctx);
+    c.m_logits.resize(static_cast<size_t>(hp.vocab_size));
+    return c;
+}
+
+uint64_t context::decode_weight_bytes() const {
+    const model& m = *m_model;
+    uint64_t bytes = static_cast<uint64_t>(m.tok_embd.row_bytes()) + static_cast<uint64_t>(m.output.bytes());
+    for (const layer_weights& lw : m.layers) {
+        for (const tensor_view* t : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down})
+            bytes += static_cast<uint64_t>(t->bytes());
+    }
+    bytes += static_cast<uint64_t>(m.hp.dim) * 4 * (2 * m.layers.size() + 1);
+    return bytes;
+}
+
+void context::apply_rope(float* v, int32_t n_heads_v, int32_t n, int32_t pos0) const {
+    const model_hparams& hp = m_model->hp;
+    const int32_t hd = hp.head_dim();
+    const int32_t half = hp.rope_dim / 2;
+    for (int32_t t = 0; t < n; ++t) {
+        const float* cs = m_rope_cos.data() + static_cast<size_t>(pos0 + t) * half;
+        const float* sn = m_rope_sin.data() + static_cast<size_t>(pos0 + t) * half;
+        for (int32_t h = 0; h < n_heads_v; ++h) {
+            float* head = v + (static_cast<size_t>(t) * n_heads_v + h) * hd;
+            for (int32_t j = 0; j < half; ++j) {
+                const float v0 = head[2 * j];
+                const float v1 = head[2 * j + 1];
+                head[2 * j] = v0 * cs[j] - v1 * sn[j];
+                head[2 * j + 1] = v0 * sn[j] + v1 * cs[j];
+            }
+        }
+    }
+}
+
+void context::layer_forward(int32_t l, int32_t n, int32_t pos0) {
+    const model_hparams& hp = m_model->hp;
+    const layer_weights& lw = m_model->layers[static_cast<size_t>(l)];
+    const int32_t dim = hp.dim;
+    const int32_t kv_dim = hp.kv_dim();
+    const int32_t hidden = hp.hidden_dim;
+
+    // Attention block.
+    kernels::rmsnorm_rows(m_xb.data(), m_x.data(), lw.attn_norm, n, dim, hp.norm_eps);
+    emit(l, probe::attn_in, pos0, n, m_xb.data(), dim);
+    project(lw.wq, m_xb.data(), n, m_q.data(), m_threads);
+    project(lw.wk, m_xb.data(), n, m_k.data(), m_threads);
+    project(lw.wv, m_xb.data(), n, m_v.data(), m_threads);
+    apply_rope(m_q.data(), hp.n_heads, n, pos0);
+    apply_rope(m_k.data(), hp.n_kv_heads, n, pos0);
+
+    const size_t layer_off = static_cast<size_t>(l) * m_n_ctx * kv_dim;
+    float* k_cache = m_k_cache.data() + layer_off;
+    float* v_cache = m_v_cache.data() + layer_off;
+    std::memcpy(k_cache + static_cast<size_t>(pos0) * kv_dim, m_k.data(), sizeof(float) * n * kv_dim);
+    std::memcpy(v_cache + static_cast<size_t>(pos0) * kv_dim, m_v.data(), sizeof(float) * n * kv_dim);
+
+    const kernels::attention_shape shape{hp.n_heads, hp.n_kv_heads, hp.head_dim()};
+    kernels::attention_causal(m_q.data(), k_cache, v_cache, pos0, n, shape, m_att.data(), m_scores.data(), m_threads);
+    emit(l, probe::attn_out, pos0, n, m_att.data(), dim);
+    project(lw.wo, m_att.data(), n, m_proj.data(), m_threads);
+    for (size_t i = 0; i < static_cast<size_t>(n) * dim; ++i) m_x[i] += m_proj[i];
+
+    // SwiGLU MLP block.
+    kernels::rmsnorm_rows(m_xb.data(), m_x.data(), lw.ffn_norm, n, dim, hp.norm_eps);
+    emit(l, probe::mlp_in, pos0, n, m_xb.data(), dim);
+    project(lw.w_gate, m_xb.data(), n, m_gate.data(), m_threads);
+    project(lw.w_up, m_xb.data(), n, m_up.data(), m_threads);
+    emit(l, probe::gate_pre, pos0, n, m_gate.data(), hidden);
+    emit(l, probe::up_pre, pos0, n, m_up.data(), hidden);
+    kernels::swiglu(m_gate.data(), m_gate.data(), m_up.data(), static_cast<int64_t>(n) * hidden);
+    emit(l, probe::glu, pos0, n, m_gate.data(), hidden);
+    project(lw.w_down, m_gate.data(), n, m_proj.data(), m_threads);
+    for (size_t i = 0; i < static_cast<size_t>(n) * dim; ++i) m_x[i] += m_proj[i];
+}
+
+void context::forward_chunk(const int32_t* tokens, int32_t n, int32_t pos0, float* logits_out, bool all_logits) {
+    const model& m = *m_model;
+    const int32_t dim = m.hp.dim;
+    assert(n > 0 && n <= m_batch && pos0 >= 0 && pos0 + n <= m_n_ctx);
+    for (int32_t t = 0; t < n; ++t) {
+        const int32_t tok = tokens[t];
+        assert(tok >= 0 && tok < m.hp.vocab_size);
+        kernels::dequantize_row(m.tok_embd.type, m.tok_embd.row(tok), m_x.data() + static_cast<size_t>(t) * dim, dim);
+    }
+    for (int32_t l = 0; l < m.hp.n_layers; ++l) layer_forward(l, n, pos0);
+
+    if (all_logits) {
+        kernels::rmsnorm_rows(m_xb.data(), m_x.data(), m.output_norm, n, dim, m.hp.norm_eps);
+        project(m.output, m_xb.data(), n, logits_out, m_threads);
+    } else {
+        const float* last = m_x.data() + static_cast<size_t>(n - 1) * dim;
+        kernels::rmsnorm_rows(m_xb.data(), last, m.output_norm, 1, dim, m.hp.norm_eps);
+        kernels::gemv(m.output, m_xb.data(), logits_out, m_threads);
+    }
+}
+
+const float* context::decode(int32_t token, int32_t pos) {
+    forward_chunk(&token, 1, pos, m_logits.data(), false);
+    return m_logits.data();
+}
+
+const float* context::prefill(std::span<const int32_t> tokens, int32_t pos0, float* all_logits) {
+    const int32_t total = static_cast<int32_t>(tokens.size());
+    const size_t vocab = static_cast<size_t>(m_model->hp.vocab_size);
+    for (int32_t done = 0; done < total; done += m_batch) {
+        const int32_t n = std::min(m_batch, total - done);
+        if (all_logits) {
+            float* rows = all_logits + static_cast<size_t>(done) * vocab;
+            forward_chunk(tokens.data() + done, n, pos0 + done, rows, true);
+            if (done + n == total) std::memcpy(m_logits.data(), rows + (n - 1) * vocab, sizeof(float) * vocab);
+        } else {
+            forward_chunk(tokens.data() + done, n, pos0 + done, m_logits.data(), false);
+        }
+    }
+    return m_logits.data();
+}
+
+}  // namespace sl

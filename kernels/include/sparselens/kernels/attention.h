@@ -1,0 +1,31 @@
+// Causal multi-head attention with grouped KV heads over a KV cache (decode and prefill).
+#pragma once
+
+#include <cstdint>
+
+namespace sl::kernels {
+
+struct attention_shape {
+    int32_t n_heads = 0;
+    int32_t n_kv_heads = 0;
+    int32_t head_dim = 0;
+};
+
+// For query token t in [0, n) at position pos0 + t, attends over cache positions [0, pos0 + t]:
+//   out[t, h] = sum_p softmax_p(q[t, h] . k[p, g] / sqrt(head_dim)) v[p, g],  g = h / (n_heads / n_kv_heads).
+// q/out are [n, n_heads * head_dim]; k_cache/v_cache are [positions, n_kv_heads * head_dim] row-major.
+// Parallel over (token, head) pairs; `scores` is caller-owned scratch of n_threads_max * (pos0 + n) floats
+// where n_threads_max = scratch_threads(n_threads).
+void attention_causal(const float* q, const float* k_cache, const float* v_cache, int32_t pos0, int32_t n,
+                      const attention_shape& shape, float* out, float* scores, int n_threads);
+
+// Threads attention_causal will use for a given request (so callers can size `scores`).
+int attention_threads(int n_threads);
+
+// In-place RMSNorm of n rows of width d: y = w * x / sqrt(mean(x^2) + eps).
+void rmsnorm_rows(float* y, const float* x, const float* w, int64_t n, int64_t d, float eps);
+
+// y = silu(gate) * up elementwise (SwiGLU), n elements.
+void swiglu(float* y, const float* gate, const float* up, int64_t n);
+
+}  // namespace sl::kernels

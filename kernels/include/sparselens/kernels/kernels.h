@@ -1,0 +1,38 @@
+// Dense GEMV/GEMM, (de)quantization and CPU dispatch. OpenMP lives here and nowhere above.
+#pragma once
+
+#include <cstdint>
+
+#include "sparselens/kernels/types.h"
+
+namespace sl::kernels {
+
+enum class isa : uint8_t { scalar = 0, avx2 = 1, avx512 = 2 };
+
+// Best instruction set this CPU supports (AVX-512 needs F/BW/VL; AVX2 path needs AVX2+FMA+F16C).
+isa detected_isa();
+// ISA the kernels dispatch to now (detected unless overridden; env SPARSELENS_ISA=scalar|avx2|avx512).
+isa active_isa();
+// Override for tests/benchmarks; clamps to what the CPU supports. Returns the ISA actually selected.
+isa set_active_isa(isa wanted);
+const char* isa_name(isa i);
+
+float fp16_to_fp32(uint16_t h);
+uint16_t fp32_to_fp16(float f);  // round to nearest even
+float bf16_to_fp32(uint16_t h);
+uint16_t fp32_to_bf16(float f);  // round to nearest even
+
+// n must be a multiple of dtype_block_elems(t).
+void dequantize_row(dtype t, const void* src, float* dst, int64_t n);
+// Reference encoders with ggml's rounding (Q8_0: d = amax/127; Q4_0: d = max/-8 by signed max).
+void quantize_row(dtype t, const float* src, void* dst, int64_t n);
+
+// y[r] = sum_c W[r, c] * x[c] for every row r. n_threads <= 0 means OpenMP's default.
+void gemv(const tensor_view& w, const float* x, float* y, int n_threads);
+
+// Y[t, r] = sum_c W[r, c] * X[t, c] for t < n (prefill); X is [n, cols], Y is [n, rows], row-major.
+void gemm(const tensor_view& w, const float* x, int64_t n, float* y, int n_threads);
+
+int default_threads();
+
+}  // namespace sl::kernels

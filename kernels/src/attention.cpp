@@ -1,0 +1,84 @@
+// Causal GQA attention, RMSNorm and SwiGLU: the non-GEMV arithmetic of one transformer layer.
+#include "sparselens/kernels/attention.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace sl::kernels {
+
+int attention_threads(int n_threads) { return n_threads > 0 ? n_threads : omp_get_max_threads(); }
+
+namespace {
+
+void attend_one(const float* q, const float* k_cache, const float* v_cache, int32_t n_pos, int32_t kv_stride,
+                int32_t head_dim, float* out, float* att) {
+    const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+    float max_score = -INFINITY;
+    for (int32_t p = 0; p < n_pos; ++p) {
+        const float* k = k_cache + static_cast<int64_t>(p) * kv_stride;
+        float s = 0.0f;
+        for (int32_t i = 0; i < head_dim; ++i) s += q[i] * k[i];
+        s *= scale;
+        att[p] = s;
+        max_score = std::max(max_score, s);
+    }
+    float sum = 0.0f;
+    for (int32_t p = 0; p < n_pos; ++p) {
+        att[p] = std::exp(att[p] - max_score);
+        sum += att[p];
+    }
+    const float inv = 1.0f / sum;
+    std::fill(out, out + head_dim, 0.0f);
+    for (int32_t p = 0; p < n_pos; ++p) {
+        const float* v = v_cache + static_cast<int64_t>(p) * kv_stride;
+        const float a = att[p] * inv;
+        for (int32_t i = 0; i < head_dim; ++i) out[i] += a * v[i];
+    }
+}
+
+}  // namespace
+
+void attention_causal(const float* q, const float* k_cache, const float* v_cache, int32_t pos0, int32_t n,
+                      const attention_shape& shape, float* out, float* scores, int n_threads) {
+    const int32_t q_stride = shape.n_heads * shape.head_dim;
+    const int32_t kv_stride = shape.n_kv_heads * shape.head_dim;
+    const int32_t group = shape.n_heads / shape.n_kv_heads;
+    const int64_t total = static_cast<int64_t>(n) * shape.n_heads;
+    const int32_t max_pos = pos0 + n;
+    const int threads = attention_threads(n_threads);
+    // Small problems (tiny models, single tokens) are cheaper serial than waking the team.
+    const bool parallel = total * max_pos * shape.head_dim > (1 << 15) && threads > 1;
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1) if (parallel)
+    for (int64_t job = 0; job < total; ++job) {
+        const int32_t t = static_cast<int32_t>(job / shape.n_heads);
+        const int32_t h = static_cast<int32_t>(job % shape.n_heads);
+        const int32_t g = h / group;
+        float* att = scores + static_cast<int64_t>(omp_get_thread_num()) * max_pos;
+        attend_one(q + static_cast<int64_t>(t) * q_stride + h * shape.head_dim, k_cache + g * shape.head_dim,
+                   v_cache + g * shape.head_dim, pos0 + t + 1, kv_stride, shape.head_dim,
+                   out + static_cast<int64_t>(t) * q_stride + h * shape.head_dim, att);
+    }
+}
+
+void rmsnorm_rows(float* y, const float* x, const float* w, int64_t n, int64_t d, float eps) {
+    for (int64_t r = 0; r < n; ++r) {
+        const float* xr = x + r * d;
+        float* yr = y + r * d;
+        float ss = 0.0f;
+        for (int64_t i = 0; i < d; ++i) ss += xr[i] * xr[i];
+        ss = ss / static_cast<float>(d) + eps;
+        ss = 1.0f / std::sqrt(ss);
+        for (int64_t i = 0; i < d; ++i) yr[i] = w[i] * (ss * xr[i]);
+    }
+}
+
+void swiglu(float* y, const float* gate, const float* up, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+        const float g = gate[i];
+        y[i] = g * (1.0f / (1.0f + std::exp(-g))) * up[i];
+    }
+}
+
+}  // namespace sl::kernels
