@@ -1,0 +1,53 @@
+// Synthetic llama-architecture GGUF models with random weights, for benchmarks at real-model shapes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sparselens/core/model.h"
+#include "sparselens/core/result.h"
+#include "sparselens/kernels/types.h"
+
+namespace sl {
+
+struct synthetic_params {
+    std::string path;            // output .gguf (written via path + ".partial", then renamed)
+    std::string shape = "tiny";  // one of synthetic_shape_names()
+    dtype type = dtype::f32;     // weight matrices incl. token_embd; norms are always F32. A matrix whose
+                                 // row length is not a multiple of 32 falls back to F32 for q8_0/q4_0.
+    int32_t vocab = 0;           // 0: the shape's default vocabulary size
+    uint64_t seed = 42;
+    progress_fn progress;        // fraction of tensor bytes written; returning false cancels
+};
+
+synthetic_params synthetic_default_params();
+
+// Shapes:
+//   tiny            dim 64,   hidden 172,   5 layers,  8/4 heads, vocab 512,   ctx 512,  theta 1e4, tied output
+//   llama-1b        dim 2048, hidden 8192,  16 layers, 32/8 heads, vocab 32000, ctx 2048, theta 5e5, tied output
+//                   (Llama-3.2-1B; its real vocabulary is 128256 -- pass vocab = 128256 for the exact shape.
+//                   The 32000 default keeps the file at ~4.2 GB in f32 instead of ~5 GB, and the
+//                   embedding/logit cost proportionate for sparsity benchmarks, which target the MLP.)
+//   llama-8b-layer  dim 4096, hidden 14336, 1 layer,   32/8 heads, vocab 32000, ctx 8192, theta 5e5, untied
+//   llama-8b-4layer the same with 4 layers
+std::vector<std::string> synthetic_shape_names();
+
+// Hyper-parameters of a named shape (vocab override applied when > 0).
+result<model_hparams> synthetic_shape(const std::string& shape, int32_t vocab = 0);
+
+struct synthetic_summary {
+    std::string path;
+    model_hparams hp;
+    bool tied_output = false;
+    int32_t n_tensors = 0;
+    uint64_t file_bytes = 0;
+};
+
+// Writes the model tensor by tensor, generating rows on the fly (memory use is a few MB whatever the
+// shape). Weights ~ N(0, 1/in) (fan-in scaled, so activations keep unit scale), norms = 1, and a
+// minimal SentencePiece-style vocabulary (<unk>, <s>, </s>, 256 byte tokens, then letter pieces).
+// Deterministic: the same params give the same bytes.
+result<synthetic_summary> synthetic_write(const synthetic_params& params);
+
+}  // namespace sl

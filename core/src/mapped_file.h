@@ -1,0 +1,72 @@
+// Read-only view of a whole file (mmap, or a heap copy when mapping is off or fails) + checked size math.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sparselens/core/result.h"
+
+namespace sl {
+
+// The bytes of one file. Immutable once opened; shared by gguf_file and weight_storage so the
+// weight views stay valid for as long as any model refers to them.
+struct mapped_file {
+    std::string path;
+    const uint8_t* data = nullptr;
+    uint64_t size = 0;
+    bool mmapped = false;
+
+    mapped_file() = default;
+    mapped_file(const mapped_file&) = delete;
+    mapped_file& operator=(const mapped_file&) = delete;
+    ~mapped_file();
+
+    // Errors name the path ("x.gguf: cannot open: No such file or directory").
+    static result<std::shared_ptr<const mapped_file>> open(const std::string& path, bool use_mmap);
+    // Bytes already in memory; `label` plays the role of the path in messages.
+    static std::shared_ptr<const mapped_file> from_bytes(const std::string& label, std::vector<uint8_t> bytes);
+
+private:
+    std::vector<uint8_t> m_buffer;  // used when not mmapped
+};
+
+// Overflow-checked unsigned arithmetic for sizes that come from untrusted headers.
+inline bool checked_mul(uint64_t a, uint64_t b, uint64_t* out) { return !__builtin_mul_overflow(a, b, out); }
+inline bool checked_add(uint64_t a, uint64_t b, uint64_t* out) { return !__builtin_add_overflow(a, b, out); }
+
+// Unaligned little-endian loads (files are little-endian; we only build for little-endian hosts).
+template <class T>
+inline T load_le(const uint8_t* p) {
+    T v;
+    std::memcpy(&v, p, sizeof(T));
+    return v;
+}
+
+// Untrusted text (keys, tensor names from a file) made safe for a one-line message: control and
+// non-ASCII bytes are escaped as \xNN and long text is cut.
+inline std::string printable(std::string_view s, size_t max_chars = 80) {
+    static const char hex[] = "0123456789abcdef";
+    std::string out;
+    for (size_t i = 0; i < s.size() && i < max_chars; ++i) {
+        const auto c = static_cast<unsigned char>(s[i]);
+        if (c >= 0x20 && c < 0x7f && c != '\\') {
+            out += static_cast<char>(c);
+        } else {
+            out += "\\x";
+            out += hex[c >> 4];
+            out += hex[c & 15];
+        }
+    }
+    if (s.size() > max_chars) out += "...";
+    return out;
+}
+
+// The file's name as it should lead an error message: the path as given by the caller.
+inline error file_error(const std::string& path, const std::string& what) { return error{path + ": " + what}; }
+
+}  // namespace sl
