@@ -1,0 +1,163 @@
+// fp16/bf16 conversions and the reference row encoders/decoders (ggml block layouts and rounding).
+#include <cassert>
+#include <cmath>
+#include <cstring>
+
+#include "dense_internal.h"
+
+namespace sl::kernels {
+namespace {
+
+uint32_t float_bits(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+}
+
+float bits_float(uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
+
+// Float to int8 for values already scaled into [-128, 127]; NaN (from Inf/NaN inputs) becomes 0
+// instead of undefined behaviour.
+int8_t to_int8(float v) {
+    if (!(v == v)) return 0;
+    v = std::fmin(127.0f, std::fmax(-128.0f, v));
+    return static_cast<int8_t>(v);
+}
+
+void quantize_q8_0(const float* x, block_q8_0* y, int64_t nb) {
+    for (int64_t b = 0; b < nb; ++b, x += qk8_0) {
+        float amax = 0.0f;
+        for (int j = 0; j < qk8_0; ++j) amax = std::fmax(amax, std::fabs(x[j]));
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[b].d = fp32_to_fp16(d);
+        for (int j = 0; j < qk8_0; ++j) y[b].qs[j] = to_int8(std::round(x[j] * id));  // half away from 0
+    }
+}
+
+void quantize_q4_0(const float* x, block_q4_0* y, int64_t nb) {
+    for (int64_t b = 0; b < nb; ++b, x += qk4_0) {
+        // The signed value of largest magnitude maps to -8, so the full 16 levels are used.
+        float amax = 0.0f;
+        float max = 0.0f;
+        for (int j = 0; j < qk4_0; ++j) {
+            if (amax < std::fabs(x[j])) {
+                amax = std::fabs(x[j]);
+                max = x[j];
+            }
+        }
+        const float d = max / -8.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[b].d = fp32_to_fp16(d);
+        for (int j = 0; j < qk4_0 / 2; ++j) {
+            // ggml: min(15, (int8_t)(x*id + 8.5f)), i.e. truncation after adding 8.5.
+            const int8_t lo = to_int8(x[j] * id + 8.5f);
+            const int8_t hi = to_int8(x[j + qk4_0 / 2] * id + 8.5f);
+            const uint8_t l = static_cast<uint8_t>(lo < 0 ? 0 : (lo > 15 ? 15 : lo));
+            const uint8_t h = static_cast<uint8_t>(hi < 0 ? 0 : (hi > 15 ? 15 : hi));
+            y[b].qs[j] = static_cast<uint8_t>(l | (h << 4));
+        }
+    }
+}
+
+}  // namespace
+
+float fp16_to_fp32(uint16_t h) {
+    const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+    const uint32_t exp = (h >> 10) & 0x1fu;
+    uint32_t mant = h & 0x3ffu;
+    if (exp == 0x1f) {  // Inf; NaN keeps its payload and is made quiet, exactly like F16C's vcvtph2ps
+        return bits_float(sign | 0x7f800000u | (mant << 13) | (mant != 0 ? 0x400000u : 0u));
+    }
+    if (exp != 0) return bits_float(sign | ((exp + 112) << 23) | (mant << 13));
+    if (mant == 0) return bits_float(sign);
+    // Subnormal half: normalise (every half subnormal is a normal float).
+    uint32_t e = 113;
+    while (!(mant & 0x400u)) {
+        mant <<= 1;
+        --e;
+    }
+    return bits_float(sign | (e << 23) | ((mant & 0x3ffu) << 13));
+}
+
+uint16_t fp32_to_fp16(float f) {
+    const uint32_t u = float_bits(f);
+    const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
+    const uint32_t a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u | ((a >> 13) & 0x3ffu));  // quiet NaN
+    if (a >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // >= 65520 rounds to Inf
+    if (a >= 0x38800000u) {                                               // normal half
+        uint32_t h = (a - 0x38000000u) >> 13;
+        const uint32_t rem = a & 0x1fffu;
+        if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;  // carry into the exponent is correct
+        return static_cast<uint16_t>(sign | h);
+    }
+    // Subnormal half (or zero): units of 2^-24, q = mant * 2^(exp - 126).
+    const uint32_t exp = a >> 23;
+    if (exp < 102) return sign;  // below 2^-25: rounds to zero (2^-25 itself is a tie to even 0)
+    const uint32_t mant = (a & 0x7fffffu) | 0x800000u;
+    const uint32_t shift = 126 - exp;  // 14..24
+    uint32_t q = mant >> shift;
+    const uint32_t rem = mant & ((1u << shift) - 1u);
+    const uint32_t half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (q & 1u))) ++q;
+    return static_cast<uint16_t>(sign | q);
+}
+
+float bf16_to_fp32(uint16_t h) { return bits_float(static_cast<uint32_t>(h) << 16); }
+
+uint16_t fp32_to_bf16(float f) {
+    const uint32_t u = float_bits(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);  // quiet NaN
+    return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+void dequantize_row(dtype t, const void* src, float* dst, int64_t n) {
+    assert(n % dtype_block_elems(t) == 0);
+    detail::active_table().dequant[static_cast<int>(t)](src, dst, n);
+}
+
+void quantize_row(dtype t, const float* src, void* dst, int64_t n) {
+    assert(n % dtype_block_elems(t) == 0);
+    switch (t) {
+        case dtype::f32: std::memcpy(dst, src, static_cast<size_t>(n) * 4); break;
+        case dtype::f16: {
+            auto* d = static_cast<uint16_t*>(dst);
+            for (int64_t i = 0; i < n; ++i) d[i] = fp32_to_fp16(src[i]);
+            break;
+        }
+        case dtype::bf16: {
+            auto* d = static_cast<uint16_t*>(dst);
+            for (int64_t i = 0; i < n; ++i) d[i] = fp32_to_bf16(src[i]);
+            break;
+        }
+        case dtype::q8_0: quantize_q8_0(src, static_cast<block_q8_0*>(dst), n / qk8_0); break;
+        case dtype::q4_0: quantize_q4_0(src, static_cast<block_q4_0*>(dst), n / qk4_0); break;
+    }
+}
+
+namespace detail {
+
+void quantize_act_q8(const float* x, int64_t n, int8_t* qs, float* d, float* s) {
+    for (int64_t b = 0; b < n / 32; ++b) {
+        const float* xb = x + b * 32;
+        float amax = 0.0f;
+        for (int j = 0; j < 32; ++j) amax = std::fmax(amax, std::fabs(xb[j]));
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        int32_t sum = 0;
+        for (int j = 0; j < 32; ++j) {
+            const int8_t q = to_int8(std::nearbyint(xb[j] * id));
+            qs[b * 32 + j] = q;
+            sum += q;
+        }
+        d[b] = amax / 127.0f;
+        s[b] = d[b] * static_cast<float>(sum);
+    }
+}
+
+}  // namespace detail
+}  // namespace sl::kernels

@@ -1,0 +1,56 @@
+// Private interface between the dense drivers (dense.cpp) and the per-ISA kernel files.
+#pragma once
+
+#include <cstdint>
+
+#include "sparselens/kernels/kernels.h"
+#include "sparselens/kernels/types.h"
+
+namespace sl::kernels::detail {
+
+// Activations quantized for the integer dot products of Q8_0/Q4_0 weights: blocks of 32 int8
+// with an f32 scale d = amax/127 (ggml's q8_0 uses an fp16 scale; f32 costs nothing here and
+// removes one rounding). s[b] = d[b] * sum(qs of block b) lets Q4_0 kernels use unsigned nibbles
+// directly (sum (nib-8)*q = sum nib*q - 8*sum q). qs is contiguous so AVX-512 can load two blocks.
+struct q8_act {
+    const int8_t* qs = nullptr;  // [n]
+    const float* d = nullptr;    // [n / 32]
+    const float* s = nullptr;    // [n / 32]
+};
+
+// Computes y[i] = dot(row i, x) for the n_rows rows starting at w (row_bytes apart), each of
+// `cols` elements. x is `const float*` for F32/F16/BF16 and `const q8_act*` for Q8_0/Q4_0.
+// Contract every implementation keeps: the arithmetic of a row never depends on which other rows
+// are in the same call, so results are identical for any row partition (threads, gemm tiles).
+using rows_fn = void (*)(const uint8_t* w, int64_t row_bytes, int64_t n_rows, int64_t cols, const void* x,
+                         float* y);
+using dequant_fn = void (*)(const void* src, float* dst, int64_t n);
+// Quantizes n floats (multiple of 32) into q8_act arrays qs[n], d[n/32], s[n/32]; see below.
+using quantize_act_fn = void (*)(const float* x, int64_t n, int8_t* qs, float* d, float* s);
+// Sum of n floats (n multiple of 64, p 64-byte aligned), used by the bandwidth probe; [0] relies
+// on the hardware prefetcher, [1] also prefetches 4 KiB ahead like the streaming gemv kernels.
+using stream_sum_fn = float (*)(const float* p, int64_t n);
+
+struct kernel_table {
+    // Streaming kernels for gemv: one row at a time, so the weights are read as a single
+    // sequential stream (interleaving 4 row streams measured 1.3-3x slower on the target CPU).
+    rows_fn rows[5] = {};  // indexed by dtype
+    // Same per-row arithmetic (bit-identical results) but several rows share each x load; for
+    // gemm, whose weight tile is already in cache and which is compute-bound.
+    rows_fn rows_cached[5] = {};
+    dequant_fn dequant[5] = {};    // indexed by dtype; bit-identical across ISAs
+    quantize_act_fn quantize_act = nullptr;  // bit-identical across ISAs for finite x
+    stream_sum_fn stream_sum[2] = {};
+};
+
+// Tables filled by the per-ISA translation units (AVX tables only ever used after a CPUID check).
+const kernel_table& scalar_table();
+const kernel_table& avx2_table();
+const kernel_table& avx512_table();
+const kernel_table& active_table();
+
+// Scalar activation quantizer. Per block of 32: amax = max|x|, q = nearbyint(x * (127 / amax))
+// (ties to even), d = amax / 127, s = d * sum(q). The SIMD versions compute exactly this.
+void quantize_act_q8(const float* x, int64_t n, int8_t* qs, float* d, float* s);
+
+}  // namespace sl::kernels::detail

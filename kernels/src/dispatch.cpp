@@ -1,0 +1,82 @@
+// Run-time CPU dispatch: detect the ISA once, honour SPARSELENS_ISA, let tests override it.
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+#include <omp.h>
+
+#include "dense_internal.h"
+
+namespace sl::kernels {
+namespace {
+
+isa detect() {
+    __builtin_cpu_init();
+    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                      __builtin_cpu_supports("f16c");
+    if (!avx2) return isa::scalar;
+    const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+    return avx512 ? isa::avx512 : isa::avx2;
+}
+
+isa clamp(isa wanted) {
+    const isa best = detected_isa();
+    return static_cast<uint8_t>(wanted) > static_cast<uint8_t>(best) ? best : wanted;
+}
+
+// Detected ISA lowered by SPARSELENS_ISA when set to a known name; unknown values are ignored.
+isa initial_isa() {
+    const char* env = std::getenv("SPARSELENS_ISA");
+    if (env) {
+        if (std::strcmp(env, "scalar") == 0) return clamp(isa::scalar);
+        if (std::strcmp(env, "avx2") == 0) return clamp(isa::avx2);
+        if (std::strcmp(env, "avx512") == 0) return clamp(isa::avx512);
+    }
+    return detected_isa();
+}
+
+std::atomic<isa>& active_slot() {
+    static std::atomic<isa> slot{initial_isa()};
+    return slot;
+}
+
+}  // namespace
+
+isa detected_isa() {
+    static const isa best = detect();
+    return best;
+}
+
+isa active_isa() { return active_slot().load(std::memory_order_relaxed); }
+
+isa set_active_isa(isa wanted) {
+    const isa got = clamp(wanted);
+    active_slot().store(got, std::memory_order_relaxed);
+    return got;
+}
+
+const char* isa_name(isa i) {
+    switch (i) {
+        case isa::scalar: return "scalar";
+        case isa::avx2: return "avx2";
+        case isa::avx512: return "avx512";
+    }
+    return "?";
+}
+
+int default_threads() { return omp_get_max_threads(); }
+
+namespace detail {
+
+const kernel_table& active_table() {
+    switch (active_isa()) {
+        case isa::avx512: return avx512_table();
+        case isa::avx2: return avx2_table();
+        case isa::scalar: break;
+    }
+    return scalar_table();
+}
+
+}  // namespace detail
+}  // namespace sl::kernels

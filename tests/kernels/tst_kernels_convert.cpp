@@ -1,0 +1,267 @@
+// fp16/bf16 conversions (exhaustive over 16-bit patterns, every rounding case) and Q8_0/Q4_0 codecs.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "sparselens/kernels/kernels.h"
+
+namespace {
+
+using sl::dtype;
+namespace k = sl::kernels;
+
+uint32_t bits(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+}
+float from_bits(uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
+
+uint64_t g_state = 12345;
+uint64_t next_u64() {  // splitmix64
+    uint64_t z = (g_state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+// Value of a finite half by its definition (no bit tricks shared with the library).
+double half_value(uint16_t h) {
+    const int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    const double v = e == 0 ? std::ldexp(m, -24) : std::ldexp(1024 + m, e - 25);
+    return (h & 0x8000) ? -v : v;
+}
+
+// Nearest half by search over the sorted table of all positive finite halves, ties to even
+// mantissa, overflow at max + half an ulp (65520) to Inf. NaN handled by the caller.
+uint16_t reference_fp16(float f) {
+    static const std::vector<double> table = [] {
+        std::vector<double> t(0x7c00);
+        for (uint32_t h = 0; h < 0x7c00; ++h) t[h] = half_value(static_cast<uint16_t>(h));
+        return t;
+    }();
+    const uint16_t sign = std::signbit(f) ? 0x8000 : 0;
+    const double a = std::fabs(static_cast<double>(f));
+    if (a >= 65520.0) return sign | 0x7c00;
+    const auto it = std::upper_bound(table.begin(), table.end(), a);  // first value > a
+    const uint32_t hi = static_cast<uint32_t>(it - table.begin());
+    const uint32_t lo = hi - 1;  // table[lo] <= a
+    if (table[lo] == a || hi == 0x7c00) return static_cast<uint16_t>(sign | lo);
+    const double dlo = a - table[lo], dhi = table[hi] - a;
+    const uint32_t pick = dlo < dhi ? lo : dhi < dlo ? hi : ((lo & 1) ? hi : lo);
+    return static_cast<uint16_t>(sign | pick);
+}
+
+// Nearest bf16 by comparing the two candidate neighbours in double, ties to even.
+uint16_t reference_bf16(float f) {
+    const uint32_t u = bits(f);
+    const uint16_t lo = static_cast<uint16_t>(u >> 16);
+    const double v = std::fabs(static_cast<double>(f));
+    const double vlo = std::fabs(static_cast<double>(from_bits(static_cast<uint32_t>(lo) << 16)));
+    // The next pattern up in magnitude; above the largest finite it is Inf (compare in double).
+    const uint16_t up = static_cast<uint16_t>(lo + 1);
+    const double vhi = (up & 0x7fff) == 0x7f80 ? std::ldexp(1.0, 128) : std::fabs(static_cast<double>(from_bits(static_cast<uint32_t>(up) << 16)));
+    if (v == vlo) return lo;
+    const double dlo = v - vlo, dhi = vhi - v;
+    return dlo < dhi ? lo : dhi < dlo ? up : ((lo & 1) ? up : lo);
+}
+
+__attribute__((target("f16c"))) uint16_t hw_fp16(float f) { return _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT); }
+__attribute__((target("f16c"))) float hw_fp32(uint16_t h) { return _cvtsh_ss(h); }
+bool have_f16c() { return __builtin_cpu_supports("f16c"); }
+
+// Floats covering every rounding case of a target keeping the top `keep_bits` bits: every prefix
+// with the dropped bits at 0, 1, just below/at/above halfway, all ones and one random pattern.
+std::vector<float> rounding_cases(int keep_bits) {
+    const uint32_t low_bits = 32 - static_cast<uint32_t>(keep_bits);
+    const uint32_t half = 1u << (low_bits - 1);
+    const uint32_t mask = (1u << low_bits) - 1u;
+    std::vector<float> out;
+    out.reserve((size_t{1} << keep_bits) * 7);
+    for (uint32_t top = 0; top < (1u << keep_bits); ++top)
+        for (uint32_t low : {0u, 1u, half - 1, half, half + 1, mask, static_cast<uint32_t>(next_u64()) & mask})
+            out.push_back(from_bits((top << low_bits) | low));
+    return out;
+}
+
+TEST(fp16, all_65536_patterns_decode_exactly) {
+    for (uint32_t h = 0; h < 65536; ++h) {
+        const float f = k::fp16_to_fp32(static_cast<uint16_t>(h));
+        const bool is_nan = (h & 0x7c00) == 0x7c00 && (h & 0x3ff);
+        if (is_nan) {
+            ASSERT_TRUE(std::isnan(f)) << h;
+            ASSERT_EQ(std::signbit(f), (h & 0x8000) != 0) << h;
+        } else if ((h & 0x7fff) == 0x7c00) {
+            ASSERT_TRUE(std::isinf(f)) << h;
+        } else {
+            ASSERT_EQ(static_cast<double>(f), half_value(static_cast<uint16_t>(h))) << h;
+            ASSERT_EQ(std::signbit(f), (h & 0x8000) != 0) << h;
+        }
+        if (have_f16c()) {
+            ASSERT_EQ(bits(f), bits(hw_fp32(static_cast<uint16_t>(h)))) << h;  // incl. NaN payloads
+        }
+        // Every half survives the round trip (NaNs stay NaN).
+        const uint16_t back = k::fp32_to_fp16(f);
+        if (is_nan) {
+            ASSERT_TRUE((back & 0x7c00) == 0x7c00 && (back & 0x3ff)) << h;
+        } else {
+            ASSERT_EQ(back, h);
+        }
+    }
+}
+
+TEST(fp16, encode_rounds_to_nearest_even_in_every_case) {
+    // Midpoints between consecutive halves (exact ties) and their float neighbours.
+    for (uint32_t h = 0; h < 0x7bff; ++h) {
+        const double mid = (half_value(static_cast<uint16_t>(h)) + half_value(static_cast<uint16_t>(h + 1))) / 2;
+        const float fm = static_cast<float>(mid);
+        ASSERT_EQ(static_cast<double>(fm), mid);  // every half midpoint is a float
+        const uint16_t even = (h & 1) ? static_cast<uint16_t>(h + 1) : static_cast<uint16_t>(h);
+        ASSERT_EQ(k::fp32_to_fp16(fm), even) << h;
+        ASSERT_EQ(k::fp32_to_fp16(-fm), even | 0x8000) << h;
+        ASSERT_EQ(k::fp32_to_fp16(std::nextafter(fm, 0.0f)), h) << h;
+        ASSERT_EQ(k::fp32_to_fp16(std::nextafter(fm, 1e9f)), h + 1) << h;
+    }
+    EXPECT_EQ(k::fp32_to_fp16(65519.996f), 0x7bff);
+    EXPECT_EQ(k::fp32_to_fp16(65520.0f), 0x7c00);
+    EXPECT_EQ(k::fp32_to_fp16(INFINITY), 0x7c00);
+    EXPECT_EQ(k::fp32_to_fp16(-INFINITY), 0xfc00);
+    EXPECT_EQ(k::fp32_to_fp16(std::ldexp(1.0f, -25)), 0x0000);  // tie to even zero
+    EXPECT_EQ(k::fp32_to_fp16(std::nextafter(std::ldexp(1.0f, -25), 1.0f)), 0x0001);
+    EXPECT_EQ(k::fp32_to_fp16(1e-40f), 0x0000);  // float subnormal
+    EXPECT_EQ(k::fp32_to_fp16(-0.0f), 0x8000);
+    const uint16_t qnan = k::fp32_to_fp16(from_bits(0x7f800001u));  // signalling NaN stays NaN
+    EXPECT_TRUE((qnan & 0x7c00) == 0x7c00 && (qnan & 0x3ff));
+
+    // Structured sweep over all exponents/signs against the table reference and F16C.
+    for (float f : rounding_cases(19)) {
+        const uint16_t got = k::fp32_to_fp16(f);
+        if (std::isnan(f)) {
+            ASSERT_TRUE((got & 0x7c00) == 0x7c00 && (got & 0x3ff)) << bits(f);
+        } else {
+            ASSERT_EQ(got, reference_fp16(f)) << std::hex << bits(f);
+        }
+        if (have_f16c()) {
+            ASSERT_EQ(got, hw_fp16(f)) << std::hex << bits(f);
+        }
+    }
+}
+
+TEST(bf16, all_65536_patterns_and_rounding) {
+    for (uint32_t h = 0; h < 65536; ++h) {
+        const float f = k::bf16_to_fp32(static_cast<uint16_t>(h));
+        ASSERT_EQ(bits(f), h << 16);
+        const uint16_t back = k::fp32_to_bf16(f);
+        if (std::isnan(f)) {
+            ASSERT_TRUE(std::isnan(k::bf16_to_fp32(back))) << h;
+        } else {
+            ASSERT_EQ(back, h) << h;
+        }
+    }
+    for (float f : rounding_cases(16)) {
+        const uint16_t got = k::fp32_to_bf16(f);
+        if (std::isnan(f)) {
+            ASSERT_TRUE(std::isnan(k::bf16_to_fp32(got))) << std::hex << bits(f);
+            ASSERT_EQ(got & 0x8000, (bits(f) >> 16) & 0x8000);
+        } else {
+            ASSERT_EQ(got, reference_bf16(f)) << std::hex << bits(f);
+        }
+    }
+    EXPECT_EQ(k::fp32_to_bf16(from_bits(0x3f808000u)), 0x3f80);  // tie, even stays
+    EXPECT_EQ(k::fp32_to_bf16(from_bits(0x3f818000u)), 0x3f82);  // tie, odd rounds up
+    EXPECT_EQ(k::fp32_to_bf16(from_bits(0x7f7fffffu)), 0x7f80);  // FLT_MAX rounds to Inf
+    EXPECT_EQ(k::fp32_to_bf16(from_bits(0x00008000u)), 0x0000);  // subnormal tie to even zero
+    EXPECT_EQ(k::fp32_to_bf16(from_bits(0x00018000u)), 0x0002);  // subnormal tie, odd rounds up
+}
+
+TEST(quant, q4_0_layout_and_signed_max) {
+    // x[j] = j - 8 and x[j+16] = j - 8: max |x| is -8, so d = 1 and q = x + 8 exactly.
+    float x[32];
+    for (int j = 0; j < 16; ++j) x[j] = x[j + 16] = static_cast<float>(j - 8);
+    sl::block_q4_0 b;
+    k::quantize_row(dtype::q4_0, x, &b, 32);
+    EXPECT_EQ(b.d, k::fp32_to_fp16(1.0f));
+    for (int j = 0; j < 16; ++j) EXPECT_EQ(b.qs[j], j | (j << 4)) << j;
+    // A positive maximum gives a negative scale: +8 maps to nibble 0.
+    for (int j = 0; j < 32; ++j) x[j] = j == 5 ? 8.0f : 0.0f;
+    k::quantize_row(dtype::q4_0, x, &b, 32);
+    EXPECT_EQ(k::fp16_to_fp32(b.d), -1.0f);
+    EXPECT_EQ(b.qs[5] & 15, 0);
+    EXPECT_EQ(b.qs[0], 0x88);
+}
+
+TEST(quant, round_trip_error_bounds) {
+    g_state = 99;
+    const int64_t n = 32 * 4096;
+    std::vector<float> x(n), y(n);
+    for (int64_t i = 0; i < n; ++i) {
+        const float u = static_cast<float>(next_u64() >> 40) / 16777216.0f * 2.0f - 1.0f;
+        x[i] = u * std::ldexp(1.0f, static_cast<int>(i / 32 % 24) - 12);  // scales 2^-12 .. 2^11 per block
+    }
+    for (int64_t i = 0; i < 32; ++i) x[i] = 0.0f;  // all-zero block: d = 0, exact zeros back
+    std::vector<sl::block_q8_0> q8(n / 32);
+    std::vector<sl::block_q4_0> q4(n / 32);
+    k::quantize_row(dtype::q8_0, x.data(), q8.data(), n);
+    k::quantize_row(dtype::q4_0, x.data(), q4.data(), n);
+    for (dtype t : {dtype::q8_0, dtype::q4_0}) {
+        k::dequantize_row(t, t == dtype::q8_0 ? static_cast<const void*>(q8.data()) : q4.data(), y.data(), n);
+        for (int64_t b = 0; b < n / 32; ++b) {
+            float amax = 0.0f;
+            for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[b * 32 + j]));
+            // Q8_0: half a step (d = amax/127) plus the fp16 rounding of d times |q| <= 127; that
+            // rounding is 2^-11 relative, or 2^-25 absolute once d is an fp16 subnormal (< 2^-14).
+            // Q4_0: values opposite to the signed max can clip at +7 steps: one step (d = amax/8).
+            const double d = t == dtype::q8_0 ? amax / 127.0 : amax / 8.0;
+            const double d_err = std::max(d * std::ldexp(1.0, -11), std::ldexp(1.0, -25));
+            const double bound = t == dtype::q8_0 ? 0.5 * d + 127 * d_err : d + 8 * d_err;
+            for (int j = 0; j < 32; ++j)
+                ASSERT_LE(std::fabs(static_cast<double>(y[b * 32 + j]) - x[b * 32 + j]), bound * (1 + 1e-6))
+                    << sl::dtype_name(t) << " block " << b << " j " << j;
+        }
+    }
+    // Non-finite input must not crash or produce UB-dependent garbage in other blocks.
+    x[40] = NAN;
+    x[100] = INFINITY;
+    k::quantize_row(dtype::q8_0, x.data(), q8.data(), 128);
+    k::quantize_row(dtype::q4_0, x.data(), q4.data(), 128);
+    k::dequantize_row(dtype::q8_0, q8.data(), y.data(), 128);
+    EXPECT_EQ(y[0], 0.0f);
+}
+
+TEST(quant, dequantize_is_identical_on_every_isa) {
+    const k::isa saved = k::active_isa();
+    g_state = 7;
+    const int64_t n = 32 * 37 + 0;
+    std::vector<float> x(n);
+    for (auto& v : x) v = static_cast<float>(static_cast<int64_t>(next_u64() % 20001) - 10000) / 1000.0f;
+    for (dtype t : {dtype::f32, dtype::f16, dtype::bf16, dtype::q8_0, dtype::q4_0}) {
+        std::vector<uint8_t> enc(static_cast<size_t>(sl::dtype_row_bytes(t, n)));
+        k::quantize_row(t, x.data(), enc.data(), n);
+        std::vector<float> ref;
+        for (k::isa i : {k::isa::scalar, k::isa::avx2, k::isa::avx512}) {
+            if (k::set_active_isa(i) != i) continue;
+            // Odd lengths too (float types only): SIMD tails must match.
+            for (int64_t len : {n, t == dtype::q8_0 || t == dtype::q4_0 ? int64_t{32} : int64_t{13}}) {
+                std::vector<float> y(static_cast<size_t>(n), -7.0f);
+                k::dequantize_row(t, enc.data(), y.data(), len);
+                for (int64_t j = len; j < n; ++j) ASSERT_EQ(y[j], -7.0f) << "wrote past the end";
+                if (len != n) continue;
+                if (ref.empty()) ref = y;
+                ASSERT_EQ(0, std::memcmp(ref.data(), y.data(), n * 4)) << sl::dtype_name(t) << " " << k::isa_name(i);
+            }
+        }
+    }
+    k::set_active_isa(saved);
+}
+
+}  // namespace
