@@ -25,11 +25,13 @@ sampler::sampler(int32_t vocab_size, const sampler_params& params)
 }
 
 int32_t sampler::argmax(std::span<const float> values) {
-    // First maximum wins, as in run.c; NaN never compares greater so it is never chosen.
-    int32_t best = 0;
-    for (size_t i = 1; i < values.size(); ++i)
-        if (values[i] > values[static_cast<size_t>(best)]) best = static_cast<int32_t>(i);
-    return best;
+    // First maximum wins, as in run.c; NaN entries are never chosen (0 if every entry is NaN).
+    int32_t best = -1;
+    for (size_t i = 0; i < values.size(); ++i) {
+        if (std::isnan(values[i])) continue;
+        if (best < 0 || values[i] > values[static_cast<size_t>(best)]) best = static_cast<int32_t>(i);
+    }
+    return best < 0 ? 0 : best;
 }
 
 uint32_t sampler::next_u32() {

@@ -1,0 +1,48 @@
+// Model/tokenizer discovery and output helpers shared by the CLI subcommands.
+#include "cli_common.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+namespace sl::cli {
+
+loaded_model load_model(const std::string& model_path, const std::string& tokenizer_path, bool need_tokenizer) {
+    loaded_model lm;
+    lm.m = std::make_unique<model>(take(model_load(model_path)));
+    const int32_t vocab = lm.m->hp.vocab_size;
+    if (!tokenizer_path.empty()) {
+        lm.tok = take(tokenizer::from_llama2c_file(tokenizer_path, vocab));
+    } else if (!lm.m->vocab.empty()) {
+        lm.tok = take(tokenizer::from_embedded_vocab(lm.m->vocab, model_path));
+    } else {
+        const auto dir = std::filesystem::path(model_path).parent_path();
+        for (const char* name : {"tokenizer.bin", "tok512.bin"}) {
+            const auto candidate = dir / name;
+            if (!std::filesystem::exists(candidate)) continue;
+            auto t = tokenizer::from_llama2c_file(candidate.string(), vocab);
+            if (t.ok() && t->vocab_size() == vocab) {
+                lm.tok = std::move(t).value();
+                break;
+            }
+        }
+        if (!lm.tok && need_tokenizer)
+            throw cli_error(model_path + ": no tokenizer found beside the model and none embedded; pass --tokenizer FILE");
+    }
+    if (lm.tok && lm.tok->vocab_size() > vocab)
+        throw cli_error(model_path + ": tokenizer has " + std::to_string(lm.tok->vocab_size()) +
+                        " tokens but the model only " + std::to_string(vocab));
+    return lm;
+}
+
+std::vector<int32_t> encode_prompt(const loaded_model& lm, const std::string& prompt) {
+    std::vector<int32_t> ids = lm.tok->encode(prompt, true, false);
+    for (int32_t id : ids)
+        if (id < 0 || id >= lm.m->hp.vocab_size)
+            throw cli_error("prompt token " + std::to_string(id) + " is outside the model's vocabulary");
+    return ids;
+}
+
+void print_json(const nlohmann::json& j) { std::cout << j.dump(2) << std::endl; }
+
+}  // namespace sl::cli

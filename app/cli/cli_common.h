@@ -1,0 +1,52 @@
+// Shared pieces of the `sparselens` subcommands: error type, model + tokenizer loading, JSON output.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "sparselens/core/model.h"
+#include "sparselens/core/tokenizer.h"
+
+namespace sl::cli {
+
+// Thrown by commands for anticipated failures; main() prints it as one line and exits with code 2.
+struct cli_error : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+// Unwraps a result or throws its message.
+template <class T>
+T take(result<T>&& r) {
+    if (!r.ok()) throw cli_error(r.message());
+    return std::move(r).value();
+}
+
+struct loaded_model {
+    std::unique_ptr<model> m;  // stable address: contexts keep a pointer to it
+    std::optional<tokenizer> tok;
+};
+
+// Loads MODEL, and a tokenizer: --tokenizer if given, else the model's embedded vocabulary, else
+// tokenizer.bin / tok512.bin beside the model. `need_tokenizer` makes a missing one an error.
+loaded_model load_model(const std::string& model_path, const std::string& tokenizer_path, bool need_tokenizer);
+
+// Encodes a prompt with BOS and checks every id fits the model's vocabulary.
+std::vector<int32_t> encode_prompt(const loaded_model& lm, const std::string& prompt);
+
+void print_json(const nlohmann::json& j);
+
+// Registration of each subcommand; `run` is set to the chosen command's body.
+using command_fn = std::function<int()>;
+void register_info(CLI::App& app, command_fn& run);
+void register_generate(CLI::App& app, command_fn& run);
+void register_logits(CLI::App& app, command_fn& run);
+void register_ppl(CLI::App& app, command_fn& run);
+void register_bench(CLI::App& app, command_fn& run);
+void register_make_synthetic(CLI::App& app, command_fn& run);
+
+}  // namespace sl::cli

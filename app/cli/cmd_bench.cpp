@@ -1,0 +1,115 @@
+// `sparselens bench`: prefill/decode tokens/s, achieved weight-read GB/s, and the machine's read bandwidth.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <random>
+
+#include "cli_common.h"
+#include "sparselens/core/context.h"
+#include "sparselens/kernels/kernels.h"
+#include "sparselens/kernels/membw.h"
+
+namespace sl::cli {
+
+namespace {
+
+struct bench_opts {
+    std::string model_path;
+    int32_t prompt_len = 64;
+    int32_t gen = 32;
+    int32_t threads = 0;
+    int32_t reps = 3;
+    bool membw = false;
+    double membw_gib = 1.0;
+    bool json = false;
+};
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n == 0 ? 0.0 : (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]));
+}
+
+int run_bench(const bench_opts& o) {
+    if (o.model_path.empty() && !o.membw) throw cli_error("bench: give a MODEL, --membw, or both");
+    const int threads = o.threads > 0 ? o.threads : kernels::default_threads();
+    nlohmann::json j;
+    j["threads"] = threads;
+    j["isa"] = kernels::isa_name(kernels::active_isa());
+
+    double membw = 0.0;
+    if (o.membw) {
+        membw = kernels::measure_read_bandwidth_gbs(threads, static_cast<int64_t>(o.membw_gib * (1 << 30)), 5);
+        j["read_bandwidth_gbs"] = membw;
+        if (!o.json) std::printf("memory     measured read bandwidth %.2f GB/s (%d threads, %.2f GiB buffer, median of 5)\n",
+                                 membw, threads, o.membw_gib);
+    }
+    if (!o.model_path.empty()) {
+        const model m = take(model_load(o.model_path));
+        context_params cp = context_default_params();
+        cp.n_threads = threads;
+        cp.n_ctx = std::min(m.hp.seq_len, o.prompt_len + o.gen);
+        cp.n_batch = std::max(1, o.prompt_len);
+        if (o.prompt_len + o.gen > m.hp.seq_len) throw cli_error("bench: prompt + gen exceeds the model's context");
+        context ctx = take(context::create(m, cp));
+
+        std::mt19937 rng(1234);
+        std::uniform_int_distribution<int32_t> dist(3, m.hp.vocab_size - 1);
+        std::vector<int32_t> prompt(static_cast<size_t>(o.prompt_len));
+        for (int32_t& t : prompt) t = dist(rng);
+
+        using clock = std::chrono::steady_clock;
+        std::vector<double> prefill_tps, decode_token_s;
+        for (int32_t rep = 0; rep < o.reps; ++rep) {
+            const auto t0 = clock::now();
+            const float* logits = ctx.prefill(prompt, 0);
+            prefill_tps.push_back(o.prompt_len / std::chrono::duration<double>(clock::now() - t0).count());
+            int32_t tok = static_cast<int32_t>(std::max_element(logits, logits + m.hp.vocab_size) - logits);
+            for (int32_t i = 0; i < o.gen; ++i) {
+                const auto t1 = clock::now();
+                logits = ctx.decode(tok, o.prompt_len + i);
+                decode_token_s.push_back(std::chrono::duration<double>(clock::now() - t1).count());
+                tok = static_cast<int32_t>(std::max_element(logits, logits + m.hp.vocab_size) - logits);
+            }
+        }
+        const double decode_tps = 1.0 / median(decode_token_s);
+        const double bytes = static_cast<double>(ctx.decode_weight_bytes());
+        const double achieved = bytes * decode_tps / 1e9;
+        j["model"] = o.model_path;
+        j["prompt_len"] = o.prompt_len;
+        j["gen"] = o.gen;
+        j["prefill_tokens_per_second"] = median(prefill_tps);
+        j["decode_tokens_per_second"] = decode_tps;
+        j["decode_weight_bytes_per_token"] = bytes;
+        j["decode_weight_gbs"] = achieved;
+        if (membw > 0) j["fraction_of_read_bandwidth"] = achieved / membw;
+        if (!o.json) {
+            std::printf("model      %s (%.1f MiB read per decoded token)\n", o.model_path.c_str(), bytes / (1 << 20));
+            std::printf("prefill    %.1f tokens/s (%d-token prompt, median of %d)\n", median(prefill_tps), o.prompt_len, o.reps);
+            std::printf("decode     %.2f tokens/s (median over %zu tokens) = %.2f GB/s of weights",
+                        decode_tps, decode_token_s.size(), achieved);
+            if (membw > 0) std::printf(" = %.1f%% of measured read bandwidth", 100.0 * achieved / membw);
+            std::printf("\n");
+        }
+    }
+    if (o.json) print_json(j);
+    return 0;
+}
+
+}  // namespace
+
+void register_bench(CLI::App& app, command_fn& run) {
+    auto o = std::make_shared<bench_opts>();
+    CLI::App* c = app.add_subcommand("bench", "Prefill/decode speed, achieved weight GB/s, measured memory bandwidth");
+    c->add_option("model", o->model_path, "Model file (optional with --membw)");
+    c->add_option("--prompt-len", o->prompt_len, "Prefill tokens")->check(CLI::Range(1, 1 << 16));
+    c->add_option("--gen", o->gen, "Decoded tokens per repetition")->check(CLI::Range(1, 1 << 16));
+    c->add_option("--reps", o->reps, "Repetitions")->check(CLI::Range(1, 1000));
+    c->add_option("--threads", o->threads, "Worker threads (0: all cores)")->check(CLI::NonNegativeNumber);
+    c->add_flag("--membw", o->membw, "Also measure the machine's read bandwidth (the roofline)");
+    c->add_option("--membw-gib", o->membw_gib, "Buffer size for --membw in GiB")->check(CLI::Range(0.01, 64.0));
+    c->add_flag("--json", o->json, "Machine-readable output");
+    c->callback([o, &run] { run = [o] { return run_bench(*o); }; });
+}
+
+}  // namespace sl::cli

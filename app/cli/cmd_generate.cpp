@@ -1,0 +1,116 @@
+// `sparselens generate` and `sparselens logits`: llama2.c `run` semantics on any supported model.
+#include <cstdio>
+#include <fstream>
+
+#include "cli_common.h"
+#include "sparselens/core/context.h"
+#include "sparselens/core/generate.h"
+
+namespace sl::cli {
+
+namespace {
+
+struct generate_opts {
+    std::string model_path, tokenizer_path, prompt, out_path;
+    float temperature = 1.0f;
+    float top_p = 0.9f;
+    uint64_t seed = 0;
+    int32_t steps = 256;
+    int32_t threads = 0;
+    bool json = false;
+};
+
+void add_common(CLI::App* c, generate_opts& o) {
+    c->add_option("model", o.model_path, "Model file (GGUF, llama2.c .bin)")->required();
+    c->add_option("-z,--tokenizer", o.tokenizer_path, "llama2.c tokenizer.bin (default: embedded or beside the model)");
+    c->add_option("-i,--prompt", o.prompt, "Prompt text (empty: start from BOS)");
+    c->add_option("-n,--steps", o.steps, "Positions in total, counting BOS and the prompt")->check(CLI::Range(1, 1 << 20));
+    c->add_option("--threads", o.threads, "Worker threads (0: all cores)")->check(CLI::NonNegativeNumber);
+    c->add_flag("--json", o.json, "Machine-readable output");
+}
+
+int run_generate(const generate_opts& o, bool write_logits) {
+    loaded_model lm = load_model(o.model_path, o.tokenizer_path, true);
+    context_params cp = context_default_params();
+    cp.n_threads = o.threads;
+    context ctx = take(context::create(*lm.m, cp));
+    const std::vector<int32_t> prompt = encode_prompt(lm, o.prompt);
+
+    generate_params gp = generate_default_params();
+    gp.steps = o.steps;
+    gp.sampling.temperature = write_logits ? 0.0f : o.temperature;
+    gp.sampling.top_p = o.top_p;
+    gp.sampling.seed = o.seed;
+    gp.prompt_logits = write_logits;
+    gp.bos_id = lm.tok->bos_id();
+
+    std::ofstream logits_file;
+    if (write_logits) {
+        logits_file.open(o.out_path, std::ios::binary | std::ios::trunc);
+        if (!logits_file) throw cli_error(o.out_path + ": cannot open for writing");
+    }
+    const size_t vocab = static_cast<size_t>(ctx.vocab_size());
+    std::string text;
+    int32_t rows = 0;
+    auto on_step = [&](const generate_step& s) {
+        const std::string_view piece = lm.tok->decode(s.input, s.next);
+        if (tokenizer::is_printable_piece(piece)) {
+            text += piece;
+            if (!o.json && !write_logits) {
+                std::fwrite(piece.data(), 1, piece.size(), stdout);
+                std::fflush(stdout);
+            }
+        }
+        if (write_logits) {
+            logits_file.write(reinterpret_cast<const char*>(s.logits), static_cast<std::streamsize>(vocab * sizeof(float)));
+            ++rows;
+        }
+        return true;
+    };
+    const generate_result r = take(generate(ctx, prompt, gp, on_step));
+    if (write_logits && !logits_file.flush()) throw cli_error(o.out_path + ": write failed");
+
+    const double decode_tps = r.decode_seconds > 0 ? r.n_decoded / r.decode_seconds : 0.0;
+    if (o.json) {
+        nlohmann::json j{{"text", text},
+                         {"tokens", r.tokens},
+                         {"n_prompt", r.n_prompt},
+                         {"prefill_seconds", r.prefill_seconds},
+                         {"decode_seconds", r.decode_seconds},
+                         {"decode_tokens_per_second", decode_tps}};
+        if (write_logits) {
+            j["logits_file"] = o.out_path;
+            j["rows"] = rows;
+            j["vocab"] = vocab;
+        }
+        print_json(j);
+    } else if (write_logits) {
+        std::printf("%s\nwrote %d x %zu float32 logits to %s\n", text.c_str(), rows, vocab, o.out_path.c_str());
+    } else {
+        std::printf("\n");
+        std::fprintf(stderr, "achieved tok/s: %.1f (decode, %d tokens)\n", decode_tps, r.n_decoded);
+    }
+    return 0;
+}
+
+}  // namespace
+
+void register_generate(CLI::App& app, command_fn& run) {
+    auto o = std::make_shared<generate_opts>();
+    CLI::App* c = app.add_subcommand("generate", "Generate text (llama2.c run semantics: prompt, then continuation)");
+    add_common(c, *o);
+    c->add_option("-t,--temp", o->temperature, "Temperature (0: greedy)")->check(CLI::NonNegativeNumber);
+    c->add_option("-p,--top-p", o->top_p, "Top-p (nucleus) sampling in (0, 1]; 1 disables it")->check(CLI::Range(0.0, 1.0));
+    c->add_option("-s,--seed", o->seed, "Random seed (0: fixed default)");
+    c->callback([o, &run] { run = [o] { return run_generate(*o, false); }; });
+}
+
+void register_logits(CLI::App& app, command_fn& run) {
+    auto o = std::make_shared<generate_opts>();
+    CLI::App* c = app.add_subcommand("logits", "Greedy run writing float32 logits of every position (N x vocab, no header)");
+    add_common(c, *o);
+    c->add_option("-o,--out", o->out_path, "Output file")->required();
+    c->callback([o, &run] { run = [o] { return run_generate(*o, true); }; });
+}
+
+}  // namespace sl::cli

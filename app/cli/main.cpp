@@ -1,0 +1,59 @@
+// `sparselens`: the headless command-line front end; every GUI number is computable from here.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+
+#include "cli_common.h"
+
+namespace {
+
+// libgomp's default barrier spins; when the cores are shared (ctest -j, a GUI, a compiler) a spinning
+// worker starves the thread it waits for and small-model runs became 12x slower (measured). Sleeping
+// waiters cost ~1% of decode on a quiet machine. libgomp reads the policy before main() runs, so the
+// only way to choose it from inside the program is to re-exec once with it set; an explicit user
+// setting is always respected.
+void prefer_passive_openmp(char** argv) {
+    if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
+    setenv("OMP_WAIT_POLICY", "passive", 1);
+    execv("/proc/self/exe", argv);  // only returns on failure: then carry on with the default policy
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    prefer_passive_openmp(argv);
+    CLI::App app{"SparseLens: activation-sparsity workbench for on-device LLM inference (headless CLI)"};
+    app.require_subcommand(1);
+    app.set_version_flag("--version", "sparselens 0.1.0");
+    sl::cli::command_fn run;
+    sl::cli::register_info(app, run);
+    sl::cli::register_generate(app, run);
+    sl::cli::register_logits(app, run);
+    sl::cli::register_ppl(app, run);
+    sl::cli::register_bench(app, run);
+    sl::cli::register_make_synthetic(app, run);
+
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::CallForAllHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::CallForVersion& e) {
+        return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+        std::fprintf(stderr, "sparselens: error: %s (see --help)\n", e.what());
+        return 2;
+    }
+    try {
+        return run ? run() : 2;
+    } catch (const sl::cli::cli_error& e) {
+        std::fprintf(stderr, "sparselens: error: %s\n", e.what());
+        return 2;
+    } catch (const std::bad_alloc&) {
+        std::fprintf(stderr, "sparselens: error: out of memory\n");
+        return 2;
+    }
+}

@@ -1,0 +1,113 @@
+// End-to-end checks of the `sparselens` executable: reference output, JSON, and one-line errors.
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "test_support.h"
+
+namespace {
+
+struct run_result {
+    int code = -1;
+    std::string out;  // stdout
+    std::string err;  // stderr
+};
+
+run_result run_cli(const std::string& args) {
+    const std::string err_file = sl::test::write_temp("cli_stderr.txt", {});
+    const std::string cmd = std::string(SPARSELENS_CLI) + " " + args + " 2>" + err_file;
+    run_result r;
+    FILE* p = popen(cmd.c_str(), "r");
+    if (!p) return r;
+    std::array<char, 4096> buf{};
+    size_t n;
+    while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+    const int status = pclose(p);
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    const auto e = sl::test::read_bytes(err_file);
+    r.err.assign(e.begin(), e.end());
+    return r;
+}
+
+std::string q(const std::string& rel) { return "'" + sl::test::shared_path(rel) + "'"; }
+
+TEST(Cli, GenerateGreedyMatchesLlama2cReference) {
+    const run_result r = run_cli("generate " + q("models/stories260K_f32.bin") + " --tokenizer " + q("models/tok512.bin") +
+                                 " --temp 0 --steps 128");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto want = sl::test::read_bytes(sl::test::shared_path("reference/greedy_bos_f32_128.txt"));
+    EXPECT_EQ(r.out, std::string(want.begin(), want.end()));
+}
+
+TEST(Cli, GgufUsesItsEmbeddedVocabulary) {
+    const run_result r = run_cli("generate " + q("models/gguf/stories260K-F32.gguf") + " --temp 0 --steps 128 --json");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    const auto want = sl::test::read_bytes(sl::test::shared_path("reference/greedy_bos_f32_128.txt"));
+    EXPECT_EQ(j["text"].get<std::string>() + "\n", std::string(want.begin(), want.end()));
+    EXPECT_EQ(j["tokens"].size(), 129u);  // BOS + 128 generated
+}
+
+TEST(Cli, LogitsFileMatchesReference) {
+    const std::string out = sl::test::write_temp("logits.bin", {});
+    const run_result r = run_cli("logits " + q("models/stories260K_f32.bin") + " -z " + q("models/tok512.bin") +
+                                 " --steps 128 --out '" + out + "'");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto got = sl::test::read_bytes(out);
+    const auto ref = sl::test::read_bytes(sl::test::shared_path("reference/logits_bos_f32.bin"));
+    ASSERT_EQ(got.size(), 128u * 512 * 4);
+    double max_err = 0;
+    for (size_t t = 0; t < 128; ++t)
+        for (size_t i = 0; i < 512; ++i) {
+            float a, b;
+            std::memcpy(&a, got.data() + (t * 512 + i) * 4, 4);
+            std::memcpy(&b, ref.data() + t * (4 + 2048) + 4 + i * 4, 4);
+            max_err = std::max(max_err, std::fabs(double(a) - double(b)));
+        }
+    EXPECT_LE(max_err, 1e-4);
+}
+
+TEST(Cli, InfoJsonReportsShapesAndBytes) {
+    const run_result r = run_cli("info " + q("models/gguf/stories260K-Q8_0.gguf") + " --json");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["hparams"]["dim"], 64);
+    EXPECT_EQ(j["hparams"]["hidden_dim"], 172);
+    EXPECT_EQ(j["hparams"]["n_kv_heads"], 4);
+    EXPECT_EQ(j["tensor_types"]["Q8_0"], 32);
+    const uint64_t total = j["bytes"]["total"];
+    EXPECT_EQ(total, j["bytes"]["attention"].get<uint64_t>() + j["bytes"]["mlp"].get<uint64_t>() +
+                         j["bytes"]["embeddings"].get<uint64_t>() + j["bytes"]["norms"].get<uint64_t>());
+}
+
+TEST(Cli, PerplexityJson) {
+    const run_result r = run_cli("ppl " + q("models/stories260K_f32.bin") + " " + q("text/tinystories_sample.txt") +
+                                 " -z " + q("models/tok512.bin") + " --ctx 64 --json");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_GT(j["ppl"].get<double>(), 1.0);
+    EXPECT_LT(j["ppl"].get<double>(), 128.0);
+    EXPECT_GT(j["scored_tokens"].get<int>(), 100);
+}
+
+TEST(Cli, ErrorsAreOneLineWithExitCode2) {
+    for (const std::string args : {std::string("info /nonexistent/model.gguf"),
+                                   "generate " + q("text/tinystories_sample.txt") + " --steps 4",
+                                   "generate " + q("models/stories260K_f32.bin") + " --tokenizer " +
+                                       q("models/stories260K_f32.bin") + " --steps 4",
+                                   std::string("info")}) {
+        const run_result r = run_cli(args);
+        EXPECT_EQ(r.code, 2) << args;
+        ASSERT_FALSE(r.err.empty()) << args;
+        EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "not one line: " << r.err;
+        EXPECT_EQ(r.err.rfind("sparselens: error: ", 0), 0u) << r.err;
+    }
+}
+
+}  // namespace
+
+SL_TEST_MAIN_NEEDS_SHARED()
