@@ -123,8 +123,10 @@ outcome gguf_model_builder::read_vocab(int64_t vocab_size) {
     if (const gguf_value* tm = m_g.find("tokenizer.ggml.model")) {
         const std::string* s = tm->to_string();
         if (!s) return fail("key 'tokenizer.ggml.model' is not a string");
-        if (*s != "llama")
-            return fail("tokenizer.ggml.model is '" + printable(*s) + "'; only 'llama' (SentencePiece) vocabularies are supported");
+        m_m.vocab.model = *s;
+        // Other vocabularies (e.g. Llama-3's "gpt2" BPE) are not ours to tokenize, but the weights are
+        // still useful (bench, synthetic prompts); commands that need text say so.
+        if (*s != "llama") return {};
     }
     const gguf_value* tokens = m_g.find("tokenizer.ggml.tokens");
     if (!tokens) return {};

@@ -51,6 +51,7 @@ struct embedded_vocab {
     int32_t bos_id = 1;
     int32_t eos_id = 2;
     int32_t unk_id = 0;
+    std::string model;  // tokenizer.ggml.model; only "llama" vocabularies are loaded into tokens
     bool empty() const { return tokens.empty(); }
 };
 
