@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <random>
 
+#include "bench_kernels.h"
 #include "cli_common.h"
 #include "sparselens/core/context.h"
 #include "sparselens/kernels/kernels.h"
@@ -109,7 +110,12 @@ void register_bench(CLI::App& app, command_fn& run) {
     c->add_flag("--membw", o->membw, "Also measure the machine's read bandwidth (the roofline)");
     c->add_option("--membw-gib", o->membw_gib, "Buffer size for --membw in GiB")->check(CLI::Range(0.01, 64.0));
     c->add_flag("--json", o->json, "Machine-readable output");
-    c->callback([o, &run] { run = [o] { return run_bench(*o); }; });
+    // `bench kernels` sets `run` itself; CLI11 runs this parent callback after it, so leave it alone then.
+    CLI::App* kernels = register_bench_kernels(*c, run);
+    c->callback([o, &run, kernels] {
+        if (kernels->parsed()) return;
+        run = [o] { return run_bench(*o); };
+    });
 }
 
 }  // namespace sl::cli

@@ -1,0 +1,371 @@
+// Measuring side of `sparselens bench kernels`: builds weight copies, times every kernel, keeps medians.
+#include "bench_kernels.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <thread>
+
+#include <sys/mman.h>
+
+#include "sparselens/kernels/attention.h"
+#include "sparselens/kernels/kernels.h"
+#include "sparselens/kernels/membw.h"
+#include "sparselens/kernels/sparse.h"
+
+namespace sl::cli {
+namespace {
+
+namespace k = sl::kernels;
+using clock_type = std::chrono::steady_clock;
+
+// 2 MiB-aligned bytes, optionally advised to use huge pages before the copy touches them.
+struct aligned_bytes {
+    struct free_deleter {
+        void operator()(uint8_t* p) const { std::free(p); }
+    };
+    static constexpr size_t huge = size_t{2} << 20;
+    std::unique_ptr<uint8_t, free_deleter> p;
+    aligned_bytes(int64_t n, bool huge_pages) {
+        const size_t size = (static_cast<size_t>(n) + huge - 1) / huge * huge;
+        p.reset(static_cast<uint8_t*>(std::aligned_alloc(huge, size)));
+        if (!p) throw std::bad_alloc();
+        if (huge_pages) madvise(p.get(), size, MADV_HUGEPAGE);
+    }
+    uint8_t* data() const { return p.get(); }
+};
+
+// n copies of `bytes` bytes from src: enough distinct memory that cycling them defeats the caches.
+struct copies {
+    std::vector<aligned_bytes> bufs;
+    copies(const void* src, int64_t bytes, int64_t n, bool huge_pages) {
+        for (int64_t i = 0; i < n; ++i) {
+            bufs.emplace_back(bytes, huge_pages);
+            std::memcpy(bufs.back().data(), src, static_cast<size_t>(bytes));
+        }
+    }
+    int64_t size() const { return static_cast<int64_t>(bufs.size()); }
+    const uint8_t* operator[](int64_t i) const { return bufs[static_cast<size_t>(i)].data(); }
+};
+
+int64_t copies_for(double ws_bytes, int64_t bytes) {
+    return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(ws_bytes / static_cast<double>(bytes))));
+}
+
+uint64_t g_rng = 0x2545f4914f6cdd1dULL;
+uint64_t next_u64() {  // xorshift64*: fast enough to fill a gigabyte
+    g_rng ^= g_rng >> 12;
+    g_rng ^= g_rng << 25;
+    g_rng ^= g_rng >> 27;
+    return g_rng * 0x2545f4914f6cdd1dULL;
+}
+float uniform() {
+    return static_cast<float>(next_u64() >> 40) / 16777216.0f * 2.0f - 1.0f;
+}
+
+std::vector<float> random_floats(int64_t n, float scale) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& f : v) f = scale * uniform();
+    return v;
+}
+
+// Row-major matrix of type t encoded from f32 values.
+std::vector<uint8_t> encode(dtype t, const std::vector<float>& src, int64_t rows, int64_t cols) {
+    std::vector<uint8_t> out(static_cast<size_t>(rows * dtype_row_bytes(t, cols)));
+    const int64_t rb = dtype_row_bytes(t, cols);
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) k::quantize_row(t, src.data() + r * cols, out.data() + r * rb, cols);
+    return out;
+}
+
+// Sorted random subset of [0, n) with round(d * n) elements (at least 1).
+std::vector<int32_t> random_idx(int64_t n, double d) {
+    const int64_t count = std::clamp<int64_t>(std::llround(d * static_cast<double>(n)), 1, n);
+    std::vector<int32_t> all(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) all[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+    for (int64_t i = 0; i < count; ++i)
+        std::swap(all[static_cast<size_t>(i)], all[static_cast<size_t>(i + next_u64() % (n - i))]);
+    all.resize(static_cast<size_t>(count));
+    std::sort(all.begin(), all.end());
+    return all;
+}
+
+struct timing {
+    double median = 0, min = 0;
+};
+
+// One untimed warm-up call, then `reps` timed calls; call(c, r) runs on copy c. Every call moves
+// to the next copy, so a copy is re-read only after all others (> LLC) have been.
+template <typename F>
+timing time_calls(int64_t n_copies, int reps, F&& call) {
+    call(0, 0);
+    std::vector<double> t;
+    for (int r = 0; r < reps; ++r) {
+        const int64_t c = (r + 1) % n_copies;
+        const auto t0 = clock_type::now();
+        call(c, r);
+        t.push_back(std::chrono::duration<double>(clock_type::now() - t0).count());
+    }
+    std::sort(t.begin(), t.end());
+    const size_t n = t.size();
+    return {n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]), t.front()};
+}
+
+bool wants(const kernel_bench_params& p, const char* kernel) {
+    return std::find(p.kernels.begin(), p.kernels.end(), kernel) != p.kernels.end();
+}
+
+std::string shape_text(int64_t r, int64_t c) {
+    return std::to_string(r) + "x" + std::to_string(c);
+}
+
+// Everything measured for one (shape, type).
+class shape_bench {
+public:
+    shape_bench(const kernel_bench_params& p, mlp_shape s, dtype t, const std::vector<float>& gate_f,
+                const std::vector<float>& up_f, const std::vector<float>& down_f, kernel_bench_result& out,
+                const std::function<void(const std::string&)>& log)
+        : m_p(p), m_s(s), m_t(t), m_out(out), m_log(log) {
+        m_gate = encode(t, gate_f, s.hidden, s.dim);
+        m_up = encode(t, up_f, s.hidden, s.dim);
+        m_down = encode(t, down_f, s.dim, s.hidden);
+        m_x_dim = random_floats(s.dim, 1.0f);
+        m_x_hidden = random_floats(s.hidden, 1.0f);
+        m_ws = p.working_set_gb * 1e9;
+    }
+
+    void run() {
+        if (wants(m_p, "dense") || wants(m_p, "input_sparse")) down_projection();
+        if (wants(m_p, "dense") || wants(m_p, "output_sparse")) up_projection();
+        if (wants(m_p, "fused")) mlp();
+    }
+
+private:
+    tensor_view view(const uint8_t* data, int64_t rows, int64_t cols) const { return {m_t, rows, cols, data}; }
+
+    kernel_bench_row& add(const char* kernel, const std::string& matrix, double density, int64_t active, timing tm,
+                          double bytes, int64_t n_copies) {
+        kernel_bench_row r;
+        r.kernel = kernel;
+        r.matrix = matrix;
+        r.type = m_t;
+        r.shape = m_s;
+        r.density = density;
+        r.active = active;
+        r.median_s = tm.median;
+        r.min_s = tm.min;
+        r.bytes = bytes;
+        r.gbs = bytes / tm.median / 1e9;
+        r.copies = static_cast<int>(n_copies);
+        m_out.rows.push_back(r);
+        return m_out.rows.back();
+    }
+
+    void progress(const std::string& what, int64_t n_copies, int64_t bytes) const {
+        if (m_log)
+            m_log(std::string(dtype_name(m_t)) + " " + shape_text(m_s.dim, m_s.hidden) + " " + what + ": " +
+                  std::to_string(n_copies) + " copies x " + std::to_string(bytes >> 20) + " MiB");
+    }
+
+    // Dense f32 GEMV baselines on the same copies, run after our kernels: OpenBLAS's pthread workers
+    // spin for a while after each call, so they get a pause before anything else is timed.
+    void baselines(const copies& set, int64_t rows, int64_t cols, const std::string& matrix, double dense_s) {
+        if (m_t != dtype::f32 || !m_p.baselines) return;
+        std::vector<float> y(static_cast<size_t>(rows));
+        const double bytes = static_cast<double>(rows * cols * 4);
+        const std::vector<float>& x = cols == m_s.hidden ? m_x_hidden : m_x_dim;
+        auto speedup = [&](kernel_bench_row& r) {
+            r.speedup = dense_s / r.median_s;
+            r.baseline = "dense";
+        };
+        if (eigen_available()) {
+            const timing tm = time_calls(set.size(), m_p.reps, [&](int64_t c, int) {
+                eigen_gemv(reinterpret_cast<const float*>(set[c]), rows, cols, x.data(), y.data(), m_p.threads);
+            });
+            speedup(add("eigen_gemv", matrix, 1.0, rows, tm, bytes, set.size()));
+        }
+        if (openblas_available()) {
+            const timing tm = time_calls(set.size(), m_p.reps, [&](int64_t c, int) {
+                openblas_sgemv(reinterpret_cast<const float*>(set[c]), rows, cols, x.data(), y.data(), m_p.threads);
+            });
+            speedup(add("openblas_sgemv", matrix, 1.0, rows, tm, bytes, set.size()));
+            std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        }
+    }
+
+    double dense(const copies& set, int64_t rows, int64_t cols, const std::string& matrix) {
+        std::vector<float> y(static_cast<size_t>(rows));
+        const std::vector<float>& x = cols == m_s.hidden ? m_x_hidden : m_x_dim;
+        const timing tm = time_calls(set.size(), m_p.reps, [&](int64_t c, int) {
+            k::gemv(view(set[c], rows, cols), x.data(), y.data(), m_p.threads);
+        });
+        kernel_bench_row& r =
+            add("dense", matrix, 1.0, rows, tm, static_cast<double>(view(nullptr, rows, cols).bytes()), set.size());
+        r.speedup = 1.0;
+        r.baseline = "dense";
+        return tm.median;
+    }
+
+    // Index lists per density: a fresh random list for every pass over the copies.
+    std::vector<std::vector<int32_t>> lists(int64_t n, double d) const {
+        std::vector<std::vector<int32_t>> l;
+        for (int i = 0; i < 3; ++i) l.push_back(random_idx(n, d));
+        return l;
+    }
+
+    // down [dim, hidden]: dense gemv, baselines, and the input-sparse kernel over active hidden channels.
+    void down_projection() {
+        const int64_t rows = m_s.dim, cols = m_s.hidden;
+        const std::string matrix = "down " + shape_text(rows, cols);
+        const int64_t bytes = view(nullptr, rows, cols).bytes();
+        double dense_s = 0;
+        {
+            const copies set(m_down.data(), bytes, copies_for(m_ws, bytes), m_p.huge_pages);
+            progress("dense " + matrix, set.size(), bytes);
+            dense_s = dense(set, rows, cols, matrix);
+            baselines(set, rows, cols, matrix, dense_s);
+        }
+        if (!wants(m_p, "input_sparse")) return;
+        const k::owned_matrix im = k::to_input_major(view(m_down.data(), rows, cols), m_t);
+        const copies set(im.view.data, im.view.bytes(), copies_for(m_ws, im.view.bytes()), m_p.huge_pages);
+        progress("input-sparse " + matrix, set.size(), im.view.bytes());
+        std::vector<float> y(static_cast<size_t>(rows));
+        for (double d : m_p.densities) {
+            const auto l = lists(cols, d);
+            const int64_t n = static_cast<int64_t>(l[0].size());
+            const timing tm = time_calls(set.size(), m_p.reps, [&](int64_t c, int r) {
+                const auto& idx = l[static_cast<size_t>(r / set.size() % 3)];
+                const tensor_view wt{m_t, cols, rows, set[c]};
+                k::gemv_input_sparse(wt, m_x_hidden.data(), idx.data(), n, y.data(), m_p.threads);
+            });
+            kernel_bench_row& row =
+                add("input_sparse", matrix, d, n, tm, static_cast<double>(n * im.view.row_bytes()), set.size());
+            row.speedup = dense_s / tm.median;
+            row.baseline = "dense";
+        }
+    }
+
+    // up [hidden, dim]: dense gemv, baselines, and the output-sparse kernel over active rows.
+    void up_projection() {
+        const int64_t rows = m_s.hidden, cols = m_s.dim;
+        const std::string matrix = "up " + shape_text(rows, cols);
+        const int64_t bytes = view(nullptr, rows, cols).bytes();
+        const copies set(m_up.data(), bytes, copies_for(m_ws, bytes), m_p.huge_pages);
+        progress("dense + output-sparse " + matrix, set.size(), bytes);
+        const double dense_s = dense(set, rows, cols, matrix);
+        if (wants(m_p, "output_sparse")) {
+            std::vector<float> y(static_cast<size_t>(rows));
+            for (double d : m_p.densities) {
+                const auto l = lists(rows, d);
+                const int64_t n = static_cast<int64_t>(l[0].size());
+                const timing tm = time_calls(set.size(), m_p.reps, [&](int64_t c, int r) {
+                    const auto& idx = l[static_cast<size_t>(r / set.size() % 3)];
+                    k::gemv_output_sparse(view(set[c], rows, cols), m_x_dim.data(), idx.data(), n, y.data(),
+                                          m_p.threads);
+                });
+                kernel_bench_row& row = add("output_sparse", matrix, d, n, tm,
+                                            static_cast<double>(n * dtype_row_bytes(m_t, cols)), set.size());
+                row.speedup = dense_s / tm.median;
+                row.baseline = "dense";
+            }
+        }
+        baselines(set, rows, cols, matrix, dense_s);
+    }
+
+    // The whole gated MLP: dense (gate, up, swiglu, down) vs the fused kernel over neuron bundles.
+    void mlp() {
+        const int64_t dim = m_s.dim, hidden = m_s.hidden;
+        const std::string matrix = "mlp " + shape_text(dim, hidden);
+        const int64_t mat_bytes = view(nullptr, hidden, dim).bytes();
+        double dense_s = 0;
+        std::vector<float> g(static_cast<size_t>(hidden)), u = g, y(static_cast<size_t>(dim));
+        {
+            // One buffer per copy holds gate, up and down back to back.
+            std::vector<uint8_t> joined(static_cast<size_t>(3 * mat_bytes));
+            std::memcpy(joined.data(), m_gate.data(), static_cast<size_t>(mat_bytes));
+            std::memcpy(joined.data() + mat_bytes, m_up.data(), static_cast<size_t>(mat_bytes));
+            std::memcpy(joined.data() + 2 * mat_bytes, m_down.data(), static_cast<size_t>(mat_bytes));
+            const copies set(joined.data(), 3 * mat_bytes, copies_for(m_ws, 3 * mat_bytes), m_p.huge_pages);
+            joined = {};
+            progress("dense " + matrix, set.size(), 3 * mat_bytes);
+            const timing tm = time_calls(set.size(), m_p.reps, [&](int64_t c, int) {
+                k::gemv(view(set[c], hidden, dim), m_x_dim.data(), g.data(), m_p.threads);
+                k::gemv(view(set[c] + mat_bytes, hidden, dim), m_x_dim.data(), u.data(), m_p.threads);
+                k::swiglu(g.data(), g.data(), u.data(), hidden);
+                k::gemv(view(set[c] + 2 * mat_bytes, dim, hidden), g.data(), y.data(), m_p.threads);
+            });
+            kernel_bench_row& r =
+                add("dense_mlp", matrix, 1.0, hidden, tm, static_cast<double>(3 * mat_bytes), set.size());
+            r.speedup = 1.0;
+            r.baseline = "dense_mlp";
+            dense_s = tm.median;
+        }
+        const k::owned_bundles b = k::make_bundles(view(m_gate.data(), hidden, dim), view(m_up.data(), hidden, dim),
+                                                   view(m_down.data(), dim, hidden), m_t);
+        const int64_t b_bytes = hidden * b.view.bundle_bytes();
+        const copies set(b.view.data, b_bytes, copies_for(m_ws, b_bytes), m_p.huge_pages);
+        progress("fused " + matrix, set.size(), b_bytes);
+        std::vector<float> scratch(static_cast<size_t>(k::fused_mlp_scratch_floats(dim, m_p.threads)));
+        for (double d : m_p.densities) {
+            const auto l = lists(hidden, d);
+            const int64_t n = static_cast<int64_t>(l[0].size());
+            const timing tm = time_calls(set.size(), m_p.reps, [&](int64_t c, int r) {
+                const auto& idx = l[static_cast<size_t>(r / set.size() % 3)];
+                const k::bundle_view bv{m_t, hidden, dim, set[c]};
+                k::fused_sparse_mlp(bv, m_x_dim.data(), idx.data(), n, y.data(), scratch.data(), nullptr, m_p.threads);
+            });
+            kernel_bench_row& row =
+                add("fused_mlp", matrix, d, n, tm, static_cast<double>(n * b.view.bundle_bytes()), set.size());
+            row.speedup = dense_s / tm.median;
+            row.baseline = "dense_mlp";
+        }
+    }
+
+    const kernel_bench_params& m_p;
+    mlp_shape m_s;
+    dtype m_t;
+    kernel_bench_result& m_out;
+    const std::function<void(const std::string&)>& m_log;
+    std::vector<uint8_t> m_gate, m_up, m_down;
+    std::vector<float> m_x_dim, m_x_hidden;
+    double m_ws = 0;
+};
+
+}  // namespace
+
+kernel_bench_params kernel_bench_default_params() {
+    kernel_bench_params p;
+    p.shapes = {{4096, 14336}, {2048, 8192}};
+    p.types = {dtype::f32, dtype::q8_0, dtype::q4_0};
+    p.densities = {0.05, 0.10, 0.20, 0.30, 0.50, 0.70, 1.00};
+    p.kernels = {"dense", "input_sparse", "output_sparse", "fused"};
+    p.threads = k::default_threads();
+    return p;
+}
+
+kernel_bench_result run_kernel_bench(const kernel_bench_params& p, const std::function<void(const std::string&)>& log) {
+    kernel_bench_result res;
+    res.threads = p.threads;
+    res.isa = k::isa_name(k::active_isa());
+    res.working_set_gb = p.working_set_gb;
+    res.reps = p.reps;
+    res.have_openblas = p.baselines && openblas_available();
+    res.have_eigen = p.baselines && eigen_available();
+    res.huge_pages = p.huge_pages;
+    const auto bw_bytes = static_cast<int64_t>(std::max(0.25, p.working_set_gb) * 1e9);
+    res.read_bw_gbs = k::measure_read_bandwidth_gbs(p.threads, bw_bytes, 5);
+    for (const mlp_shape& s : p.shapes) {
+        // Weights ~ U(-1, 1) / sqrt(fan-in), like trained layers; one draw per shape for all types.
+        const std::vector<float> gate = random_floats(s.hidden * s.dim, 1.0f / std::sqrt(static_cast<float>(s.dim)));
+        const std::vector<float> up = random_floats(s.hidden * s.dim, 1.0f / std::sqrt(static_cast<float>(s.dim)));
+        const std::vector<float> down = random_floats(s.dim * s.hidden, 1.0f / std::sqrt(static_cast<float>(s.hidden)));
+        for (dtype t : p.types) shape_bench(p, s, t, gate, up, down, res, log).run();
+    }
+    res.read_bw_end_gbs = k::measure_read_bandwidth_gbs(p.threads, bw_bytes, 5);
+    return res;
+}
+
+}  // namespace sl::cli

@@ -1,0 +1,86 @@
+// Sparse GEMV kernels (CHESS spvmm / vmmisp), neuron bundles and the fused sparse gated MLP.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "sparselens/kernels/types.h"
+
+namespace sl::kernels {
+
+// ---- Layouts (converted once, at load or when the method changes) ----------------------------------
+
+// An owned weight buffer with a view onto it. For input-major (transposed) matrices the view has
+// rows = input channels and cols = outputs, so one active input channel is one contiguous row.
+// bytes.size() is the memory cost: view.bytes() plus < 64 bytes so that view.data is 64-byte aligned.
+// Buffers of 8 MiB and more are advised to use transparent huge pages (sparse rows on 4 KiB pages
+// cost a TLB miss each). Move, do not copy: the view points into `bytes`.
+struct owned_matrix {
+    std::vector<uint8_t> bytes;
+    tensor_view view;
+};
+
+// Transposes a row-major [out, in] matrix into input-major [in, out] of type `type` (dequantising and
+// re-quantising along the output dimension when quantized; `out` must then be a multiple of 32).
+// Exact for F32/F16/BF16 targets that can hold the source values (same type, or F32).
+owned_matrix to_input_major(const tensor_view& w, dtype type);
+
+// A neuron bundle stores, for GLU neuron j, gate row j, up row j and down column j back to back
+// (3 x dim elements of `type`): an active neuron costs one contiguous read. The same bundle is the
+// unit the flash simulator loads.
+struct bundle_view {
+    dtype type = dtype::f32;
+    int64_t n_neurons = 0;
+    int64_t dim = 0;
+    const void* data = nullptr;
+
+    int64_t part_bytes() const { return dtype_row_bytes(type, dim); }  // one of gate / up / down
+    int64_t bundle_bytes() const { return 3 * part_bytes(); }
+    const uint8_t* bundle(int64_t j) const { return static_cast<const uint8_t*>(data) + j * bundle_bytes(); }
+};
+
+struct owned_bundles {
+    std::vector<uint8_t> bytes;  // as owned_matrix: the memory cost, 64-byte aligned view, huge pages
+    bundle_view view;
+};
+
+// Builds bundles from gate [hidden, dim], up [hidden, dim] and down [dim, hidden] (row-major). Gate and
+// up rows are copied (same type) or converted; down columns are to_input_major(down, type) rows.
+// Quantized types need dim % 32 == 0.
+owned_bundles make_bundles(const tensor_view& gate, const tensor_view& up, const tensor_view& down, dtype type);
+
+// ---- Kernels ---------------------------------------------------------------------------------------
+// Index lists are sorted ascending, unique and in range; n_idx may be 0. Threads split outputs (or
+// the active list, with per-thread partial sums) into independent blocks: no atomics, no locks, no
+// allocation per call once grow-only thread_local buffers have their size. n_threads <= 0 means
+// OpenMP's default; small calls use fewer threads. ISA: kernels::active_isa(), like the dense ones.
+// Accuracy: f32 accumulation; input-sparse and the fused down part sum channels/neurons in blocks of
+// 32, so at 100% density they match the dense gemv to ~1e-13 normalised MSE.
+
+// Input-sparse GEMV: y[o] = sum_{i in idx} x[i] * wt[i, o], wt input-major ([in, out]). Threads own slices
+// of y while each slice of a row is >= 4 KiB (then results do not depend on n_threads); for shorter
+// rows they take parts of the active list into private partial outputs summed in thread order
+// (results then vary with n_threads in the last bits). Partials live in a grow-only thread_local
+// buffer of the calling thread.
+void gemv_input_sparse(const tensor_view& wt, const float* x, const int32_t* idx, int64_t n_idx, float* y,
+                       int n_threads);
+
+// Output-sparse GEMV: y[k] = W[idx[k], :] . x for k < n_idx (compact output), W row-major. Every y[k] is
+// bit-identical to gemv()'s row idx[k] on the same ISA (Q8_0/Q4_0: x quantized once per call the same
+// way); rows are prefetched from the index list instead of 4 KiB past each row's end.
+void gemv_output_sparse(const tensor_view& w, const float* x, const int32_t* idx, int64_t n_idx, float* y,
+                        int n_threads);
+
+// Floats of caller-owned scratch fused_sparse_mlp needs with the same n_threads: the quantized x and,
+// per thread, a partial output and a block temporary.
+int64_t fused_mlp_scratch_floats(int64_t dim, int n_threads);
+
+// Fused sparse gated MLP over active neurons: y = sum_{j in idx} down_j * silu(gate_j . x) * (up_j . x).
+// If `glu_out` is non-null it receives the GLU value of each active neuron (compact, n_idx entries),
+// bit-identical to swiglu(gemv(gate), gemv(up)) when the bundles hold the matrices' own rows. Threads
+// take contiguous parts of idx; partial outputs are summed in thread order (y varies with n_threads
+// in the last bits).
+void fused_sparse_mlp(const bundle_view& b, const float* x, const int32_t* idx, int64_t n_idx, float* y,
+                      float* scratch, float* glu_out, int n_threads);
+
+}  // namespace sl::kernels

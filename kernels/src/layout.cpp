@@ -1,0 +1,127 @@
+// Weight layout conversions for the sparse kernels: input-major (transposed) copies and neuron bundles.
+#include <algorithm>
+#include <cassert>
+#include <cstring>
+#include <vector>
+
+#include <omp.h>
+#include <sys/mman.h>
+
+#include "sparse_internal.h"
+#include "sparselens/kernels/sparse.h"
+
+namespace sl::kernels {
+namespace {
+
+[[maybe_unused]] bool is_quantized(dtype t) {
+    return t == dtype::q8_0 || t == dtype::q4_0;
+}
+
+// Output rows transposed per tile: a multiple of 32 so quantized destination blocks are whole.
+constexpr int64_t k_tile_rows = 64;
+
+// Buffers at least this large ask for transparent huge pages: sparse kernels read scattered rows
+// or bundles of 1-16 KiB, and with 4 KiB pages nearly every one costs a TLB miss and a page walk
+// (measured: random Q4_0 rows ran at half the rate on 4 KiB pages).
+constexpr int64_t k_huge_page_min_bytes = int64_t{8} << 20;
+
+// A zeroed buffer of `bytes` whose data pointer is 64-byte aligned inside `owner` (the owned size
+// then includes up to 63 bytes of slack); SIMD loads of aligned rows never split cache lines. Large
+// buffers are advised to use huge pages before their first touch (Linux; a no-op elsewhere).
+uint8_t* aligned_buffer(std::vector<uint8_t>& owner, int64_t bytes) {
+    const auto size = static_cast<size_t>(bytes) + 63;
+    owner.clear();
+    owner.shrink_to_fit();
+    owner.reserve(size);  // allocated, not yet touched
+#ifdef MADV_HUGEPAGE
+    if (bytes >= k_huge_page_min_bytes) {
+        constexpr uintptr_t huge = uintptr_t{2} << 20;
+        const auto begin = (reinterpret_cast<uintptr_t>(owner.data()) + huge - 1) & ~(huge - 1);
+        const auto end = (reinterpret_cast<uintptr_t>(owner.data()) + size) & ~(huge - 1);
+        if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);  // advisory only
+    }
+#endif
+    owner.resize(size, 0);
+    const auto addr = reinterpret_cast<uintptr_t>(owner.data());
+    return owner.data() + ((64 - addr % 64) % 64);
+}
+
+// Writes column c of w (all w.rows elements, converted to `type`) to dst + c * dst_stride, for every
+// column c. Rows are decoded a tile at a time, so the source is read once and sequentially; the
+// destination gets one block-aligned run of tile elements per column.
+void transpose_into(const tensor_view& w, dtype type, uint8_t* dst, int64_t dst_stride) {
+    const int64_t out = w.rows, in = w.cols;
+    if (out <= 0 || in <= 0) return;
+    assert(!is_quantized(type) || out % 32 == 0);
+    const int64_t n_tiles = (out + k_tile_rows - 1) / k_tile_rows;
+    const detail::dequant_fn decode = detail::active_table().dequant[static_cast<int>(w.type)];
+#pragma omp parallel if (n_tiles > 1)
+    {
+        std::vector<float> rows(static_cast<size_t>(k_tile_rows * in));
+        float col[k_tile_rows];
+#pragma omp for schedule(static)
+        for (int64_t t = 0; t < n_tiles; ++t) {
+            const int64_t r0 = t * k_tile_rows;
+            const int64_t nr = std::min(k_tile_rows, out - r0);
+            for (int64_t r = 0; r < nr; ++r) decode(w.row(r0 + r), rows.data() + r * in, in);
+            const int64_t dst_off = dtype_row_bytes(type, r0);
+            for (int64_t c = 0; c < in; ++c) {
+                for (int64_t r = 0; r < nr; ++r) col[r] = rows[static_cast<size_t>(r * in + c)];
+                quantize_row(type, col, dst + c * dst_stride + dst_off, nr);
+            }
+        }
+    }
+}
+
+// Copies (same type) or converts each row of w into dst + r * dst_stride.
+void rows_into(const tensor_view& w, dtype type, uint8_t* dst, int64_t dst_stride) {
+    if (w.type == type) {
+        for (int64_t r = 0; r < w.rows; ++r)
+            std::memcpy(dst + r * dst_stride, w.row(r), static_cast<size_t>(w.row_bytes()));
+        return;
+    }
+    const detail::dequant_fn decode = detail::active_table().dequant[static_cast<int>(w.type)];
+#pragma omp parallel if (w.rows * w.cols > (int64_t{1} << 16))
+    {
+        std::vector<float> row(static_cast<size_t>(w.cols));
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < w.rows; ++r) {
+            decode(w.row(r), row.data(), w.cols);
+            quantize_row(type, row.data(), dst + r * dst_stride, w.cols);
+        }
+    }
+}
+
+}  // namespace
+
+owned_matrix to_input_major(const tensor_view& w, dtype type) {
+    assert(w.cols % dtype_block_elems(w.type) == 0);
+    assert((!is_quantized(type) || w.rows % 32 == 0) && "quantized input-major needs outputs % 32 == 0");
+    owned_matrix m;
+    m.view.type = type;
+    m.view.rows = w.cols;
+    m.view.cols = w.rows;
+    uint8_t* dst = aligned_buffer(m.bytes, m.view.bytes());
+    m.view.data = dst;
+    transpose_into(w, type, dst, m.view.row_bytes());
+    return m;
+}
+
+owned_bundles make_bundles(const tensor_view& gate, const tensor_view& up, const tensor_view& down, dtype type) {
+    assert(gate.rows == up.rows && gate.cols == up.cols && "gate and up must have the same shape");
+    assert(down.rows == gate.cols && down.cols == gate.rows && "down must be [dim, hidden]");
+    assert((!is_quantized(type) || gate.cols % 32 == 0) && "quantized bundles need dim % 32 == 0");
+    owned_bundles b;
+    b.view.type = type;
+    b.view.n_neurons = gate.rows;
+    b.view.dim = gate.cols;
+    uint8_t* dst = aligned_buffer(b.bytes, b.view.n_neurons * b.view.bundle_bytes());
+    b.view.data = dst;
+    const int64_t part = b.view.part_bytes(), stride = b.view.bundle_bytes();
+    rows_into(gate, type, dst, stride);
+    rows_into(up, type, dst + part, stride);
+    transpose_into(down, type, dst + 2 * part, stride);
+    return b;
+}
+
+}  // namespace sl::kernels

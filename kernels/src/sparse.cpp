@@ -1,0 +1,366 @@
+// Sparse GEMV drivers (CHESS spvmm / vmmisp) and the fused sparse gated MLP: thread partitioning,
+// output panels, blocked accumulation; the arithmetic lives in the per-ISA tables.
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <vector>
+
+#include <omp.h>
+
+#include "sparse_internal.h"
+#include "sparselens/kernels/sparse.h"
+
+namespace sl::kernels {
+namespace {
+
+using detail::k_axpy_rows;
+using detail::q8_act;
+
+// Below this much weight traffic per thread, waking another thread costs more than it saves.
+constexpr int64_t min_bytes_per_thread = 64 * 1024;
+// Channels (or neurons) summed into a panel-sized temporary before it is added to the output: the
+// long sum over active channels is then two short ones, which keeps f32 rounding ~30x below a
+// single running sum (an input-sparse GEMV at 100% agrees with the dense kernel to ~1e-13 nMSE).
+constexpr int64_t k_sum_block = 32;
+// Output panel of the input-sparse kernel: each active row is read in segments of ~4 KiB (the
+// hardware prefetchers' page-sized unit) while the panel's partial sums stay in L1.
+constexpr int64_t k_panel_bytes = 4096;
+constexpr int64_t k_max_panel = 4096;  // elements; bounds the stack temporary (16 KiB)
+// Input-sparse threads split the outputs only while each one's slice of a row is at least this long.
+constexpr int64_t k_min_slice_bytes = 4096;
+// Output-sparse keeps this much of the following rows in flight (rows ahead = this / row bytes);
+// 4-32 KiB measured alike, T0 hints beat T1/T2 by 15-20%.
+constexpr int64_t k_prefetch_bytes = 4096;
+
+bool is_quantized(dtype t) {
+    return t == dtype::q8_0 || t == dtype::q4_0;
+}
+
+int pick_threads(int requested, int64_t work_bytes, int64_t units) {
+    int nt = requested > 0 ? requested : omp_get_max_threads();
+    nt = static_cast<int>(std::min<int64_t>(nt, std::max<int64_t>(1, work_bytes / min_bytes_per_thread)));
+    return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(nt, units)));
+}
+
+// Contiguous share [b, e) of n items for thread t of nt.
+void split(int64_t n, int nt, int t, int64_t& b, int64_t& e) {
+    const int64_t per = n / nt, extra = n % nt;
+    b = t * per + std::min<int64_t>(t, extra);
+    e = b + per + (t < extra ? 1 : 0);
+}
+
+// Runs body(t, nt) on nt threads (inline when nt == 1: no fork/join for tiny calls).
+template <typename F>
+void parallel(int nt, F&& body) {
+    if (nt == 1) {
+        body(0, 1);
+        return;
+    }
+#pragma omp parallel num_threads(nt)
+    body(omp_get_thread_num(), omp_get_num_threads());
+}
+
+// The caller's quantized activations for the integer-dot kernels; grows only.
+struct act_buffer {
+    std::vector<int8_t> qs;
+    std::vector<float> d, s;
+    q8_act view;
+
+    const q8_act* quantize(const float* x, int64_t n) {
+        if (qs.size() < static_cast<size_t>(n)) {
+            qs.resize(static_cast<size_t>(n));
+            d.resize(static_cast<size_t>(n / 32));
+            s.resize(static_cast<size_t>(n / 32));
+        }
+        detail::active_table().quantize_act(x, n, qs.data(), d.data(), s.data());
+        view = {qs.data(), d.data(), s.data()};
+        return &view;
+    }
+};
+
+act_buffer& thread_acts() {
+    thread_local act_buffer b;
+    return b;
+}
+
+}  // namespace
+
+namespace detail {
+
+const sparse_table& active_sparse_table() {
+    switch (active_isa()) {
+        case isa::avx512:
+            return sparse_avx512_table();
+        case isa::avx2:
+            return sparse_avx2_table();
+        case isa::scalar:
+            break;
+    }
+    return sparse_scalar_table();
+}
+
+}  // namespace detail
+
+// ---- Input-sparse GEMV -----------------------------------------------------------------------------
+
+namespace {
+
+// Per-thread partial outputs of the channel-split input-sparse GEMV, owned by the calling thread.
+std::vector<float>& thread_partials() {
+    thread_local std::vector<float> p;
+    return p;
+}
+
+// dst[o - o0] = sum over active channels k in [k0, k1) of x[idx[k]] * wt[idx[k], o] for o in [o0, o1):
+// output panels of ~4 KiB of each row; channels in blocks of k_sum_block summed into a temporary,
+// then added to dst; inside a block k_axpy_rows rows per pass, prefetching the next rows.
+void input_sparse_range(const tensor_view& wt, const float* x, const int32_t* idx, int64_t k0, int64_t k1, int64_t o0,
+                        int64_t o1, float* dst, int64_t panel) {
+    const detail::sparse_table& st = detail::active_sparse_table();
+    const detail::axpy_fn axpy = st.axpy[static_cast<int>(wt.type)];
+    const detail::axpy_fn add_f32 = st.axpy[static_cast<int>(dtype::f32)];
+    alignas(64) float tmp[k_max_panel];
+    for (int64_t p0 = o0; p0 < o1; p0 += panel) {
+        const int64_t n = std::min(panel, o1 - p0);
+        const int64_t seg = dtype_row_bytes(wt.type, p0);  // p0 is a multiple of 32
+        const int64_t next_seg = dtype_row_bytes(wt.type, p0 + panel);
+        const bool more_panels = p0 + panel < o1;
+        float* out = dst + (p0 - o0);
+        for (int64_t b0 = k0; b0 < k1; b0 += k_sum_block) {
+            const int64_t b1 = std::min(k1, b0 + k_sum_block);
+            float* acc = b0 == k0 ? out : tmp;
+            for (int64_t k = b0; k < b1; k += k_axpy_rows) {
+                const int g = static_cast<int>(std::min<int64_t>(k_axpy_rows, b1 - k));
+                float s[k_axpy_rows];
+                const uint8_t* rows[k_axpy_rows];
+                const uint8_t* pf[k_axpy_rows];
+                for (int i = 0; i < g; ++i) {
+                    s[i] = x[idx[k + i]];
+                    rows[i] = wt.row(idx[k + i]) + seg;
+                }
+                // Prefetch the next group's rows, or after the last group the next panel's first rows.
+                const bool next_here = k + g < k1;
+                const bool prefetch = next_here || more_panels;
+                for (int i = 0; i < g && prefetch; ++i)
+                    pf[i] = next_here ? wt.row(idx[std::min(k + g + i, k1 - 1)]) + seg
+                                      : wt.row(idx[std::min(k0 + i, k1 - 1)]) + next_seg;
+                axpy(acc, k == b0, g, rows, s, n, prefetch ? pf : nullptr);
+            }
+            if (b0 > k0) {  // out += tmp, as an exact 1.0 * tmp FMA
+                const float one = 1.0f;
+                const auto* src = reinterpret_cast<const uint8_t*>(tmp);
+                add_f32(out, false, 1, &src, &one, n, nullptr);
+            }
+        }
+    }
+}
+
+}  // namespace
+
+void gemv_input_sparse(const tensor_view& wt, const float* x, const int32_t* idx, int64_t n_idx, float* y,
+                       int n_threads) {
+    const int64_t out = wt.cols;
+    if (out <= 0) return;
+    assert(out % dtype_block_elems(wt.type) == 0);
+    if (n_idx <= 0) {
+        std::fill(y, y + out, 0.0f);
+        return;
+    }
+    const int64_t rb = wt.row_bytes();
+    const int64_t panel = std::clamp<int64_t>(k_panel_bytes / dtype_row_bytes(wt.type, 32), 1, k_max_panel / 32) * 32;
+    // CHESS's split: threads own slices of y (in units of 32 outputs: whole quantized blocks, whole
+    // cache lines) and read their slice of every active row. With short rows (a Q4_0 row of 2048
+    // outputs is 1152 bytes) the slices get too short to stream: 2 threads measured slower than 1.
+    // Then threads take whole rows of a contiguous part of the active list into private partial
+    // outputs, summed in thread order afterwards (no atomics either way).
+    const int64_t units = (out + 31) / 32;
+    const int nt_out = pick_threads(n_threads, n_idx * rb, units);
+    if (nt_out == 1 || rb / nt_out >= k_min_slice_bytes) {
+        parallel(nt_out, [&](int t, int team) {
+            int64_t u0, u1;
+            split(units, team, t, u0, u1);
+            const int64_t o0 = u0 * 32, o1 = std::min(out, u1 * 32);
+            if (o1 > o0) input_sparse_range(wt, x, idx, 0, n_idx, o0, o1, y + o0, panel);
+        });
+        return;
+    }
+    const int64_t blocks = (n_idx + k_sum_block - 1) / k_sum_block;
+    const int nt = pick_threads(n_threads, n_idx * rb, blocks);
+    const int64_t stride = (out + 15) / 16 * 16;
+    std::vector<float>& partials = thread_partials();
+    if (partials.size() < static_cast<size_t>((nt - 1) * stride))
+        partials.resize(static_cast<size_t>((nt - 1) * stride));
+    parallel(nt, [&](int t, int team) {
+        int64_t c0, c1;
+        split(blocks, team, t, c0, c1);  // whole channel blocks: each thread's sums match a 1-thread run's blocks
+        float* dst = t == 0 ? y : partials.data() + (t - 1) * stride;
+        input_sparse_range(wt, x, idx, c0 * k_sum_block, std::min(n_idx, c1 * k_sum_block), 0, out, dst, panel);
+        if (team == 1) return;
+#pragma omp barrier
+        int64_t o0, o1;
+        split((out + 15) / 16, team, t, o0, o1);
+        for (int64_t o = o0 * 16; o < std::min(out, o1 * 16); ++o) {
+            float s = y[o];
+            for (int u = 1; u < team; ++u) s += partials[static_cast<size_t>((u - 1) * stride + o)];
+            y[o] = s;
+        }
+    });
+}
+
+// ---- Output-sparse GEMV ----------------------------------------------------------------------------
+
+void gemv_output_sparse(const tensor_view& w, const float* x, const int32_t* idx, int64_t n_idx, float* y,
+                        int n_threads) {
+    if (n_idx <= 0) return;
+    if (w.cols == 0) {
+        std::fill(y, y + n_idx, 0.0f);
+        return;
+    }
+    assert(w.cols % dtype_block_elems(w.type) == 0);
+    const detail::kernel_table& kt = detail::active_table();
+    const detail::rows_fn fn = kt.rows[static_cast<int>(w.type)];
+    const detail::dots_fn dots = detail::active_sparse_table().dots[static_cast<int>(w.type)];
+    // Quantized weights: x is quantized once, here, and shared read-only by the workers.
+    const void* xa = is_quantized(w.type) ? static_cast<const void*>(thread_acts().quantize(x, w.cols)) : x;
+    const int64_t rb = w.row_bytes();
+    const int nt = pick_threads(n_threads, n_idx * rb, n_idx);
+    // Short rows prefetch several rows ahead so ~4 KiB is always in flight.
+    const int64_t ahead = std::max<int64_t>(1, (k_prefetch_bytes + rb - 1) / rb);
+    const auto* base = static_cast<const uint8_t*>(w.data);
+    parallel(nt, [&](int t, int team) {
+        int64_t k0, k1;
+        split(n_idx, team, t, k0, k1);
+        if (dots) {
+            constexpr int64_t chunk = 16;
+            const uint8_t* rows[chunk];
+            const uint8_t* pf[chunk];
+            for (int64_t k = k0; k < k1; k += chunk) {
+                const int64_t m = std::min(chunk, k1 - k);
+                for (int64_t i = 0; i < m; ++i) {
+                    rows[i] = base + idx[k + i] * rb;
+                    pf[i] = k + i + ahead < k1 ? base + idx[k + i + ahead] * rb : nullptr;
+                }
+                dots(rows, pf, m, w.cols, xa, y + k);
+            }
+            return;
+        }
+        // Scalar ISA: runs of consecutive rows go to the dense row kernel together; a row's
+        // arithmetic never depends on the run, so results equal the dense gemv bit for bit.
+        for (int64_t k = k0; k < k1;) {
+            int64_t e = k + 1;
+            while (e < k1 && idx[e] == idx[e - 1] + 1) ++e;
+            fn(w.row(idx[k]), rb, e - k, w.cols, xa, y + k);
+            k = e;
+        }
+    });
+}
+
+// ---- Fused sparse gated MLP ------------------------------------------------------------------------
+
+namespace {
+
+int64_t padded(int64_t n) {
+    return (n + 15) / 16 * 16;
+}  // whole cache lines per thread's buffers
+
+int64_t act_floats(int64_t dim) {
+    return padded(dim / 4 + 2 * (dim / 32) + 1);
+}
+
+}  // namespace
+
+int64_t fused_mlp_scratch_floats(int64_t dim, int n_threads) {
+    const int nt = n_threads > 0 ? n_threads : omp_get_max_threads();
+    // Quantized activations, then per thread a partial output and a block temporary; +16 for alignment.
+    return act_floats(dim) + int64_t{nt} * 2 * padded(dim) + 16;
+}
+
+void fused_sparse_mlp(const bundle_view& b, const float* x, const int32_t* idx, int64_t n_idx, float* y, float* scratch,
+                      float* glu_out, int n_threads) {
+    const int64_t dim = b.dim;
+    if (dim <= 0) return;
+    if (n_idx <= 0) {
+        std::fill(y, y + dim, 0.0f);
+        return;
+    }
+    assert(dim % dtype_block_elems(b.type) == 0);
+    const detail::kernel_table& kt = detail::active_table();
+    const detail::rows_fn dot = kt.rows[static_cast<int>(b.type)];
+    const detail::axpy_fn axpy = detail::active_sparse_table().axpy[static_cast<int>(b.type)];
+    const detail::dots_fn dots = detail::active_sparse_table().dots[static_cast<int>(b.type)];
+    const detail::axpy_fn add_f32 = detail::active_sparse_table().axpy[static_cast<int>(dtype::f32)];
+
+    float* base = scratch + (16 - reinterpret_cast<uintptr_t>(scratch) / 4 % 16) % 16;
+    const void* xa = x;
+    q8_act acts;
+    if (is_quantized(b.type)) {
+        auto* qs = reinterpret_cast<int8_t*>(base);
+        float* d = base + dim / 4;
+        float* s = d + dim / 32;
+        kt.quantize_act(x, dim, qs, d, s);
+        acts = {qs, d, s};
+        xa = &acts;
+    }
+    float* partials = base + act_floats(dim);
+    const int64_t stride = 2 * padded(dim);
+    const int64_t part = b.part_bytes();
+    const int nt = pick_threads(n_threads, n_idx * b.bundle_bytes(), n_idx);
+
+    parallel(nt, [&](int t, int team) {
+        int64_t k0, k1;
+        split(n_idx, team, t, k0, k1);
+        float* acc = partials + t * stride;
+        float* tmp = acc + padded(dim);
+        if (k1 == k0) std::fill(acc, acc + dim, 0.0f);
+        for (int64_t b0 = k0; b0 < k1; b0 += k_sum_block) {
+            const int64_t b1 = std::min(k1, b0 + k_sum_block);
+            float* dst = b0 == k0 ? acc : tmp;
+            for (int64_t k = b0; k < b1; k += k_axpy_rows) {
+                const int g = static_cast<int>(std::min<int64_t>(k_axpy_rows, b1 - k));
+                float a[k_axpy_rows];
+                const uint8_t* down[k_axpy_rows];
+                const uint8_t* pf[k_axpy_rows];
+                for (int i = 0; i < g; ++i) {
+                    const uint8_t* bundle = b.bundle(idx[k + i]);
+                    float gu[2];
+                    if (dots) {  // gate row, then up row; the next neuron's rows are prefetched meanwhile
+                        const uint8_t* rows[2] = {bundle, bundle + part};
+                        const uint8_t* next = k + i + 1 < k1 ? b.bundle(idx[k + i + 1]) : nullptr;
+                        const uint8_t* ahead[2] = {next, next ? next + part : nullptr};
+                        dots(rows, ahead, 2, dim, xa, gu);
+                    } else {
+                        dot(bundle, part, 2, dim, xa, gu);
+                    }
+                    // Same expression as kernels::swiglu, so the GLU values equal the dense path's.
+                    a[i] = gu[0] * (1.0f / (1.0f + std::exp(-gu[0]))) * gu[1];
+                    if (glu_out) glu_out[k + i] = a[i];
+                    down[i] = bundle + 2 * part;
+                }
+                // While the down columns stream, fetch the next group's down columns.
+                const bool next = k + g < k1;
+                for (int i = 0; i < g && next; ++i) pf[i] = b.bundle(idx[std::min(k + g + i, k1 - 1)]) + 2 * part;
+                axpy(dst, k == b0, g, down, a, dim, next ? pf : nullptr);
+            }
+            if (b0 > k0) {
+                const float one = 1.0f;
+                const auto* src = reinterpret_cast<const uint8_t*>(tmp);
+                add_f32(acc, false, 1, &src, &one, dim, nullptr);
+            }
+        }
+        if (team > 1) {
+#pragma omp barrier
+        }
+        // Partials are summed in thread order over each thread's share of the outputs.
+        int64_t o0, o1;
+        split((dim + 15) / 16, team, t, o0, o1);
+        o0 *= 16;
+        o1 = std::min(dim, o1 * 16);
+        for (int64_t o = o0; o < o1; ++o) {
+            float s = partials[o];
+            for (int u = 1; u < team; ++u) s += partials[u * stride + o];
+            y[o] = s;
+        }
+    });
+}
+
+}  // namespace sl::kernels

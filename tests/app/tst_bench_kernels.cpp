@@ -1,0 +1,128 @@
+// `sparselens bench kernels --quick --json` runs and reports a complete, self-consistent result set.
+// Checks structure and accounting (rows, bytes per active row, finite positive rates), never speed.
+#include <sys/wait.h>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace {
+
+struct run_result {
+    int code = -1;
+    std::string out;
+};
+
+run_result run_cli(const std::string& args) {
+    const std::string cmd = std::string(SPARSELENS_CLI) + " " + args + " 2>/dev/null";
+    run_result r;
+    FILE* p = popen(cmd.c_str(), "r");
+    if (!p) return r;
+    std::array<char, 4096> buf{};
+    size_t n;
+    while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+    const int status = pclose(p);
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return r;
+}
+
+bool finite_positive(const nlohmann::json& v) {
+    return v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() > 0;
+}
+
+// Bytes of one row of `n` elements (ggml block sizes: Q8_0 34 B / 32, Q4_0 18 B / 32).
+double row_bytes(const std::string& type, int64_t n) {
+    if (type == "F32") return 4.0 * n;
+    if (type == "Q8_0") return 34.0 * n / 32;
+    if (type == "Q4_0") return 18.0 * n / 32;
+    return 2.0 * n;
+}
+
+TEST(BenchKernels, QuickJsonIsCompleteAndConsistent) {
+    const run_result r = run_cli("bench kernels --quick --json --threads 2");
+    ASSERT_EQ(r.code, 0);
+    const nlohmann::json j = nlohmann::json::parse(r.out);  // throws (fails) on invalid JSON
+    EXPECT_EQ(j["threads"], 2);
+    EXPECT_TRUE(j["isa"].is_string());
+    EXPECT_TRUE(finite_positive(j["read_bandwidth_gbs"]));
+    EXPECT_TRUE(finite_positive(j["read_bandwidth_end_gbs"]));
+    const double bw = j["read_bandwidth_gbs"].get<double>();
+
+    const std::set<double> densities = {0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0};
+    std::map<std::string, int> count;  // kernel/type -> rows
+    for (const auto& row : j["results"]) {
+        const std::string kernel = row["kernel"], type = row["type"];
+        SCOPED_TRACE(kernel + " " + type + " " + row["weights"].get<std::string>() + " @" + row["density"].dump());
+        ++count[kernel + "/" + type];
+        const int64_t dim = row["dim"], hidden = row["hidden"], active = row["active"];
+        EXPECT_EQ(dim, 2048);
+        EXPECT_EQ(hidden, 8192);
+        EXPECT_TRUE(finite_positive(row["median_s"]));
+        EXPECT_TRUE(finite_positive(row["min_s"]));
+        EXPECT_LE(row["min_s"].get<double>(), row["median_s"].get<double>());
+        EXPECT_TRUE(finite_positive(row["gbs"]));
+        EXPECT_TRUE(finite_positive(row["speedup"]));
+        EXPECT_GE(row["copies"].get<int>(), 1);
+        // Rates are bytes / median time; even cache-resident they stay within a sane multiple of DRAM.
+        EXPECT_NEAR(row["gbs"].get<double>(), row["bytes"].get<double>() / row["median_s"].get<double>() / 1e9,
+                    1e-6 * row["gbs"].get<double>());
+        EXPECT_LT(row["gbs"].get<double>(), 200 * bw);
+        const double d = row["density"];
+        // Bytes actually read per kernel: active rows / channels / bundles times their size.
+        double want = 0;
+        if (kernel == "input_sparse") {
+            EXPECT_EQ(active, std::llround(d * hidden));
+            want = active * row_bytes(type, dim);  // one input-major row = dim outputs
+        } else if (kernel == "output_sparse") {
+            EXPECT_EQ(active, std::llround(d * hidden));
+            want = active * row_bytes(type, dim);  // one up row = dim inputs
+        } else if (kernel == "fused_mlp") {
+            EXPECT_EQ(active, std::llround(d * hidden));
+            want = active * 3 * row_bytes(type, dim);  // gate row + up row + down column
+        } else if (kernel == "dense_mlp") {
+            want = 3 * hidden * row_bytes(type, dim);
+        } else {  // dense and the BLAS baselines: one whole matrix
+            EXPECT_EQ(d, 1.0);
+            want = hidden * row_bytes(type, dim);
+        }
+        EXPECT_DOUBLE_EQ(row["bytes"].get<double>(), want);
+        if (kernel == "input_sparse" || kernel == "output_sparse" || kernel == "fused_mlp") {
+            EXPECT_TRUE(densities.count(d)) << d;
+        }
+    }
+    for (const std::string t : {"F32", "Q8_0", "Q4_0"}) {
+        EXPECT_EQ(count["dense/" + t], 2) << t;  // down and up
+        EXPECT_EQ(count["dense_mlp/" + t], 1) << t;
+        for (const std::string k : {"input_sparse", "output_sparse", "fused_mlp"})
+            EXPECT_EQ(count[k + "/" + t], 7) << k << t;
+    }
+    if (j["eigen"].get<bool>()) {
+        EXPECT_EQ(count["eigen_gemv/F32"], 2);
+    }
+    if (j["openblas"].get<bool>()) {
+        EXPECT_EQ(count["openblas_sgemv/F32"], 2);
+    }
+
+    // Every target is evaluated from the run's own numbers.
+    ASSERT_FALSE(j["targets"].empty());
+    for (const auto& t : j["targets"]) {
+        EXPECT_TRUE(finite_positive(t["measured"])) << t.dump();
+        EXPECT_TRUE(finite_positive(t["target"])) << t.dump();
+        EXPECT_EQ(t["met"].get<bool>(), t["measured"].get<double>() >= t["target"].get<double>());
+    }
+}
+
+TEST(BenchKernels, BadOptionsGiveOneLineErrors) {
+    EXPECT_EQ(run_cli("bench kernels --shapes 100x7 --quick").code, 2);
+    EXPECT_EQ(run_cli("bench kernels --types q3_k --quick").code, 2);
+    EXPECT_EQ(run_cli("bench kernels --densities 0,2 --quick").code, 2);
+    EXPECT_EQ(run_cli("bench kernels --kernels sgemm --quick").code, 2);
+}
+
+}  // namespace

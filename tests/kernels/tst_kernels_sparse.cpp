@@ -1,0 +1,522 @@
+// Sparse kernels (input-sparse, output-sparse, fused MLP) and layouts for every dtype x ISA against an
+// independent double-precision reference computed from the same stored weights.
+//
+// Stated bounds (normalised MSE, sum (y - ref)^2 / sum ref^2):
+//   every kernel and dtype vs the reference of what it multiplies   <= 1e-10
+//     (Q8_0/Q4_0 output-sparse and fused gate/up quantize x per block of 32 like the dense kernels;
+//      that reference uses the same quantized x; input-sparse and the fused down part use f32 x)
+//   quantized output-sparse vs exact f32 x, >= 16 active rows       <= 1e-4  (activation quantization)
+//   quantized fused vs exact f32 x, >= 16 active neurons            <= 3e-4  (it enters gate and up)
+// Output-sparse errors are normalised by sum_k sum_c (w_kc x_c)^2, the expected ref^2 for random
+// signs: with one or two active rows a plain nMSE would measure the cancellation in that one dot.
+// Sparse at 100% vs the dense kernels:
+//   output-sparse == gemv bit for bit (same row kernel), every dtype
+//   fused GLU values == swiglu(gemv(gate), gemv(up)) bit for bit, every dtype
+//   input-sparse and fused outputs vs gemv: <= 1e-12 (F32/F16/BF16; the summation order differs:
+//     channels/neurons are summed in blocks of 32, the SIMD dense kernels sum 32-64 strided lanes).
+//     The scalar dense kernel keeps only 4 running sums and is itself ~1.5e-12 off the exact result
+//     at 14336 terms, so against it the bound is 1e-11. Quantized types are not compared with gemv:
+//     there the weights are re-quantized along the other dimension.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "sparselens/kernels/attention.h"
+#include "sparselens/kernels/kernels.h"
+#include "sparselens/kernels/sparse.h"
+
+namespace {
+
+using sl::dtype;
+namespace k = sl::kernels;
+
+const dtype k_types[] = {dtype::f32, dtype::f16, dtype::bf16, dtype::q8_0, dtype::q4_0};
+constexpr double k_bound = 1e-10;
+constexpr double k_dense_bound = 1e-12;
+constexpr double k_dense_scalar_bound = 1e-11;
+constexpr double k_act_quant_bound = 1e-4;
+constexpr double k_fused_act_quant_bound = 3e-4;
+
+uint64_t g_state = 1;
+void reseed(uint64_t s) {
+    g_state = s * 0x9e3779b97f4a7c15ULL + 1;
+}
+uint64_t next_u64() {  // splitmix64
+    uint64_t z = (g_state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+float uniform() {
+    return static_cast<float>(next_u64() >> 40) / 16777216.0f * 2.0f - 1.0f;
+}
+float gaussish() {
+    return (uniform() + uniform() + uniform() + uniform()) * 0.8660254f;
+}
+
+std::vector<k::isa> isas() {
+    std::vector<k::isa> v{k::isa::scalar};
+    if (k::detected_isa() >= k::isa::avx2) v.push_back(k::isa::avx2);
+    if (k::detected_isa() >= k::isa::avx512) v.push_back(k::isa::avx512);
+    return v;
+}
+
+struct isa_guard {
+    k::isa saved = k::active_isa();
+    ~isa_guard() { k::set_active_isa(saved); }
+};
+
+bool is_quant(dtype t) {
+    return t == dtype::q8_0 || t == dtype::q4_0;
+}
+
+// Independent decoders (not the library's): the value of stored element c of a row.
+double half_value(uint16_t h) {
+    const int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    const double v = e == 0 ? std::ldexp(m, -24) : std::ldexp(1024 + m, e - 25);
+    return (h & 0x8000) ? -v : v;
+}
+
+double element(dtype t, const uint8_t* row, int64_t c) {
+    uint16_t h;
+    switch (t) {
+        case dtype::f32: {
+            float f;
+            std::memcpy(&f, row + 4 * c, 4);
+            return f;
+        }
+        case dtype::f16:
+            std::memcpy(&h, row + 2 * c, 2);
+            return half_value(h);
+        case dtype::bf16: {
+            std::memcpy(&h, row + 2 * c, 2);
+            const uint32_t u = static_cast<uint32_t>(h) << 16;
+            float f;
+            std::memcpy(&f, &u, 4);
+            return f;
+        }
+        case dtype::q8_0: {
+            const auto* b = reinterpret_cast<const sl::block_q8_0*>(row) + c / 32;
+            return half_value(b->d) * b->qs[c % 32];
+        }
+        case dtype::q4_0: {
+            const auto* b = reinterpret_cast<const sl::block_q4_0*>(row) + c / 32;
+            const int j = static_cast<int>(c % 32);
+            return half_value(b->d) * ((j < 16 ? (b->qs[j] & 15) : (b->qs[j - 16] >> 4)) - 8);
+        }
+    }
+    return 0.0;
+}
+
+std::vector<double> decode(const sl::tensor_view& v) {
+    std::vector<double> out(static_cast<size_t>(v.rows * v.cols));
+    for (int64_t r = 0; r < v.rows; ++r)
+        for (int64_t c = 0; c < v.cols; ++c) out[static_cast<size_t>(r * v.cols + c)] = element(v.type, v.row(r), c);
+    return out;
+}
+
+struct matrix {
+    sl::tensor_view view;
+    std::vector<uint8_t> bytes;
+};
+
+// Row-major [rows, cols] of type t from uniform [-1, 1] values; row 2 is all zeros (d = 0 blocks).
+matrix make_matrix(dtype t, int64_t rows, int64_t cols, uint64_t seed) {
+    reseed(seed);
+    matrix m;
+    m.view = {t, rows, cols, nullptr};
+    m.bytes.resize(static_cast<size_t>(m.view.bytes()));
+    m.view.data = m.bytes.data();
+    std::vector<float> src(static_cast<size_t>(cols));
+    for (int64_t r = 0; r < rows; ++r) {
+        for (float& v : src) v = r == 2 ? 0.0f : uniform();
+        k::quantize_row(t, src.data(), m.bytes.data() + r * m.view.row_bytes(), cols);
+    }
+    return m;
+}
+
+std::vector<float> make_x(int64_t n, uint64_t seed, float scale = 1.0f) {
+    reseed(seed);
+    std::vector<float> x(static_cast<size_t>(n));
+    for (float& v : x) v = scale * gaussish();
+    if (n >= 64)
+        for (int j = 32; j < 64; ++j) x[static_cast<size_t>(j)] = 0.0f;  // an all-zero activation block
+    return x;
+}
+
+// The documented activation quantization, written independently (see tst_kernels_dense.cpp).
+std::vector<double> quantized_x(const std::vector<float>& x) {
+    std::vector<double> out(x.size());
+    for (size_t b = 0; b < x.size() / 32; ++b) {
+        float amax = 0.0f;
+        for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[b * 32 + j]));
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        for (int j = 0; j < 32; ++j)
+            out[b * 32 + j] = static_cast<double>(amax / 127.0f) * std::nearbyint(x[b * 32 + j] * id);
+    }
+    return out;
+}
+
+// Index lists: sorted, unique. Clustered lists are runs of 1-48 consecutive channels.
+struct density {
+    const char* name;
+    double frac;  // < 0: exactly one active
+};
+const density k_densities[] = {{"0", 0.0},    {"1 active", -1.0}, {"1%", 0.01},
+                               {"10%", 0.10}, {"50%", 0.50},      {"100%", 1.0}};
+
+std::vector<int32_t> make_idx(int64_t n, const density& d, bool clustered, uint64_t seed) {
+    reseed(seed);
+    const int64_t count = d.frac < 0 ? 1 : std::min<int64_t>(n, std::llround(d.frac * static_cast<double>(n)));
+    std::vector<uint8_t> on(static_cast<size_t>(n), 0);
+    int64_t have = 0;
+    while (have < count) {
+        const int64_t start = static_cast<int64_t>(next_u64() % static_cast<uint64_t>(n));
+        const int64_t len = clustered ? 1 + static_cast<int64_t>(next_u64() % 48) : 1;
+        for (int64_t i = start; i < std::min(n, start + len) && have < count; ++i)
+            if (!on[static_cast<size_t>(i)]) {
+                on[static_cast<size_t>(i)] = 1;
+                ++have;
+            }
+    }
+    std::vector<int32_t> idx;
+    for (int64_t i = 0; i < n; ++i)
+        if (on[static_cast<size_t>(i)]) idx.push_back(static_cast<int32_t>(i));
+    return idx;
+}
+
+double nmse(const float* y, const std::vector<double>& ref) {
+    double num = 0.0, den = 0.0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+        num += (y[i] - ref[i]) * (y[i] - ref[i]);
+        den += ref[i] * ref[i];
+    }
+    return den > 0.0 ? num / den : num;
+}
+
+double sq_err(const float* y, const std::vector<double>& ref) {
+    double num = 0.0;
+    for (size_t i = 0; i < ref.size(); ++i) num += (y[i] - ref[i]) * (y[i] - ref[i]);
+    return num;
+}
+
+double nmse(const std::vector<float>& y, const std::vector<float>& ref) {
+    return nmse(y.data(), std::vector<double>(ref.begin(), ref.end()));
+}
+
+struct shape {
+    int64_t rows, cols;  // of the row-major weight matrix the kernel is derived from
+};
+
+// Brief shapes; the two Llama shapes as reduced slices that keep each long dimension whole.
+const shape k_in_shapes[] = {{64, 172}, {172, 64},  {96, 14336}, {4096, 256}, {64, 17920}, {5120, 160},
+                             {33, 50},  {288, 100}, {800, 70},   {7, 5},      {1, 3}};
+const shape k_out_shapes[] = {{64, 172}, {172, 64},  {64, 14336}, {512, 4096}, {64, 17920}, {256, 5120},
+                              {9, 17},   {100, 416}, {40, 800},   {5, 7},      {33, 96}};
+// Fused: rows = dim, cols = hidden (neurons).
+const shape k_fused_shapes[] = {{64, 172}, {4096, 96}, {64, 14336}, {5120, 64}, {96, 17920},
+                                {100, 50}, {288, 40},  {172, 64},   {7, 3}};
+
+class sparse_by_type : public ::testing::TestWithParam<dtype> {};
+
+// ---- Input-sparse ----------------------------------------------------------------------------------
+TEST_P(sparse_by_type, input_sparse_matches_double_reference) {
+    const dtype t = GetParam();
+    isa_guard guard;
+    for (const shape& s : k_in_shapes) {
+        if (is_quant(t) && s.rows % 32 != 0) continue;  // quantized along the outputs
+        const int64_t out = s.rows, in = s.cols;
+        const matrix w = make_matrix(dtype::f32, out, in, 11 + out * 3 + in);
+        const k::owned_matrix wt = k::to_input_major(w.view, t);
+        ASSERT_EQ(wt.view.rows, in);
+        ASSERT_EQ(wt.view.cols, out);
+        const std::vector<double> wd = decode(wt.view);  // [in, out]: what the kernel reads
+        const std::vector<float> x = make_x(in, 5 + in);
+        for (const density& d : k_densities) {
+            for (bool clustered : {false, true}) {
+                const std::vector<int32_t> idx = make_idx(in, d, clustered, 100 + out + in);
+                std::vector<double> ref(static_cast<size_t>(out), 0.0);
+                for (int32_t i : idx)
+                    for (int64_t o = 0; o < out; ++o)
+                        ref[static_cast<size_t>(o)] += x[i] * wd[static_cast<size_t>(i * out + o)];
+                for (k::isa i : isas()) {
+                    SCOPED_TRACE(::testing::Message()
+                                 << sl::dtype_name(t) << " " << k::isa_name(i) << " " << out << "x" << in << " density "
+                                 << d.name << (clustered ? " clustered" : " random"));
+                    ASSERT_EQ(k::set_active_isa(i), i);
+                    std::vector<float> y1(static_cast<size_t>(out), -7.0f), y3 = y1;
+                    k::gemv_input_sparse(wt.view, x.data(), idx.data(), static_cast<int64_t>(idx.size()), y1.data(), 1);
+                    k::gemv_input_sparse(wt.view, x.data(), idx.data(), static_cast<int64_t>(idx.size()), y3.data(), 3);
+                    if (idx.empty()) {
+                        for (float v : y1) ASSERT_EQ(v, 0.0f);
+                        for (float v : y3) ASSERT_EQ(v, 0.0f);
+                    } else {
+                        EXPECT_LE(nmse(y1.data(), ref), k_bound);
+                        EXPECT_LE(nmse(y3.data(), ref), k_bound);
+                        // Output split: identical bits; channel split: only the partials' final adds differ.
+                        EXPECT_LE(nmse(y3, y1), k_dense_bound);
+                    }
+                }
+            }
+        }
+    }
+}
+
+// Quantized types are left out: their input-major copies are re-quantized along the outputs, so the
+// weights differ from the row-major ones (the reference test above covers them).
+TEST(sparse, input_sparse_at_full_density_equals_dense) {
+    isa_guard guard;
+    for (dtype t : {dtype::f32, dtype::f16, dtype::bf16}) {
+        for (const shape& s : {shape{96, 14336}, shape{4096, 256}, shape{172, 64}, shape{33, 50}}) {
+            const matrix w = make_matrix(t, s.rows, s.cols, 3 + s.rows);
+            const k::owned_matrix wt = k::to_input_major(w.view, t);
+            const std::vector<float> x = make_x(s.cols, 9);
+            std::vector<int32_t> all(static_cast<size_t>(s.cols));
+            for (int32_t i = 0; i < static_cast<int32_t>(s.cols); ++i) all[static_cast<size_t>(i)] = i;
+            for (k::isa i : isas()) {
+                SCOPED_TRACE(::testing::Message()
+                             << sl::dtype_name(t) << " " << k::isa_name(i) << " " << s.rows << "x" << s.cols);
+                k::set_active_isa(i);
+                std::vector<float> dense(static_cast<size_t>(s.rows)), sparse(static_cast<size_t>(s.rows));
+                k::gemv(w.view, x.data(), dense.data(), 2);
+                k::gemv_input_sparse(wt.view, x.data(), all.data(), s.cols, sparse.data(), 2);
+                const double e = nmse(sparse, dense);
+                EXPECT_LE(e, i == k::isa::scalar ? k_dense_scalar_bound : k_dense_bound);
+                if (s.cols == 14336 && i == isas().back())
+                    std::printf("[ info ] %s input-sparse@100%% vs dense gemv (%s), %lldx%lld: nmse %.3g\n",
+                                std::string(sl::dtype_name(t)).c_str(), k::isa_name(i), static_cast<long long>(s.rows),
+                                static_cast<long long>(s.cols), e);
+            }
+        }
+    }
+}
+
+// ---- Output-sparse ---------------------------------------------------------------------------------
+TEST_P(sparse_by_type, output_sparse_matches_reference_and_dense) {
+    const dtype t = GetParam();
+    isa_guard guard;
+    for (const shape& s : k_out_shapes) {
+        if (s.cols % sl::dtype_block_elems(t) != 0) continue;
+        const matrix w = make_matrix(t, s.rows, s.cols, 21 + s.rows * 5 + s.cols);
+        const std::vector<double> wd = decode(w.view);
+        const std::vector<float> x = make_x(s.cols, 7 + s.cols);
+        const std::vector<double> x_used = is_quant(t) ? quantized_x(x) : std::vector<double>(x.begin(), x.end());
+        std::vector<std::vector<float>> dense;  // gemv per ISA, for the bit-identity check
+        for (k::isa i : isas()) {
+            k::set_active_isa(i);
+            dense.emplace_back(static_cast<size_t>(s.rows));
+            k::gemv(w.view, x.data(), dense.back().data(), 2);
+        }
+        for (const density& d : k_densities) {
+            for (bool clustered : {false, true}) {
+                const std::vector<int32_t> idx = make_idx(s.rows, d, clustered, 300 + s.rows);
+                const auto n = static_cast<int64_t>(idx.size());
+                std::vector<double> ref(idx.size()), ref_exact(idx.size());
+                double terms = 0.0;  // sum of squared products: the error normaliser (see top)
+                for (size_t kk = 0; kk < idx.size(); ++kk) {
+                    const double* row = wd.data() + idx[kk] * s.cols;
+                    for (int64_t c = 0; c < s.cols; ++c) {
+                        ref[kk] += row[c] * x_used[static_cast<size_t>(c)];
+                        ref_exact[kk] += row[c] * x[static_cast<size_t>(c)];
+                        terms += (row[c] * x[static_cast<size_t>(c)]) * (row[c] * x[static_cast<size_t>(c)]);
+                    }
+                }
+                for (size_t ii = 0; ii < isas().size(); ++ii) {
+                    const k::isa i = isas()[ii];
+                    SCOPED_TRACE(::testing::Message()
+                                 << sl::dtype_name(t) << " " << k::isa_name(i) << " " << s.rows << "x" << s.cols
+                                 << " density " << d.name << (clustered ? " clustered" : " random"));
+                    k::set_active_isa(i);
+                    std::vector<float> y(idx.size() + 1, -7.0f), y3 = y;
+                    k::gemv_output_sparse(w.view, x.data(), idx.data(), n, y.data(), 1);
+                    k::gemv_output_sparse(w.view, x.data(), idx.data(), n, y3.data(), 3);
+                    EXPECT_EQ(y.back(), -7.0f) << "wrote past n_idx outputs";
+                    EXPECT_EQ(0, std::memcmp(y.data(), y3.data(), y.size() * 4));
+                    if (n > 0 && terms > 0.0) {
+                        EXPECT_LE(sq_err(y.data(), ref) / terms, k_bound);
+                        if (is_quant(t) && n >= 16) {  // fewer rows: one chi-square sample, not a rate
+                            EXPECT_LE(sq_err(y.data(), ref_exact) / terms, k_act_quant_bound);
+                        }
+                    }
+                    // Same arithmetic as gemv: every computed row equals the dense result exactly.
+                    for (int64_t kk = 0; kk < n; ++kk) ASSERT_EQ(y[kk], dense[ii][idx[kk]]) << "row " << idx[kk];
+                }
+            }
+        }
+    }
+}
+
+// ---- Fused sparse MLP ------------------------------------------------------------------------------
+TEST_P(sparse_by_type, fused_mlp_matches_reference_and_dense) {
+    const dtype t = GetParam();
+    isa_guard guard;
+    for (const shape& s : k_fused_shapes) {
+        const int64_t dim = s.rows, hidden = s.cols;
+        if (is_quant(t) && dim % 32 != 0) continue;
+        const uint64_t seed = 41 + dim * 7 + hidden;
+        const matrix gate = make_matrix(t, hidden, dim, seed), up = make_matrix(t, hidden, dim, seed + 1);
+        const matrix down = make_matrix(t, dim, hidden, seed + 2);
+        const k::owned_bundles b = k::make_bundles(gate.view, up.view, down.view, t);
+        ASSERT_EQ(b.view.n_neurons, hidden);
+        ASSERT_EQ(b.view.dim, dim);
+        // Reference weights: decoded from the bundles themselves (gate/up rows are copies here).
+        std::vector<double> gd(static_cast<size_t>(hidden * dim)), ud = gd, dd = gd;
+        for (int64_t j = 0; j < hidden; ++j)
+            for (int64_t c = 0; c < dim; ++c) {
+                const uint8_t* bj = b.view.bundle(j);
+                gd[static_cast<size_t>(j * dim + c)] = element(t, bj, c);
+                ud[static_cast<size_t>(j * dim + c)] = element(t, bj + b.view.part_bytes(), c);
+                dd[static_cast<size_t>(j * dim + c)] = element(t, bj + 2 * b.view.part_bytes(), c);
+            }
+        const std::vector<float> x = make_x(dim, 3 + dim, 2.0f / std::sqrt(static_cast<float>(dim)));
+        const std::vector<double> xe(x.begin(), x.end());
+        const std::vector<double> xq = is_quant(t) ? quantized_x(x) : xe;
+        auto reference = [&](const std::vector<int32_t>& idx, const std::vector<double>& xv) {
+            std::vector<double> y(static_cast<size_t>(dim), 0.0);
+            for (int32_t j : idx) {
+                double g = 0, u = 0;
+                for (int64_t c = 0; c < dim; ++c) {
+                    g += gd[static_cast<size_t>(j * dim + c)] * xv[static_cast<size_t>(c)];
+                    u += ud[static_cast<size_t>(j * dim + c)] * xv[static_cast<size_t>(c)];
+                }
+                const double a = g / (1.0 + std::exp(-g)) * u;
+                for (int64_t o = 0; o < dim; ++o) y[static_cast<size_t>(o)] += a * dd[static_cast<size_t>(j * dim + o)];
+            }
+            return y;
+        };
+        for (const density& d : k_densities) {
+            for (bool clustered : {false, true}) {
+                const std::vector<int32_t> idx = make_idx(hidden, d, clustered, 500 + hidden);
+                const auto n = static_cast<int64_t>(idx.size());
+                const std::vector<double> ref = reference(idx, xq);
+                const std::vector<double> ref_exact = is_quant(t) ? reference(idx, xe) : ref;
+                for (k::isa i : isas()) {
+                    SCOPED_TRACE(::testing::Message()
+                                 << sl::dtype_name(t) << " " << k::isa_name(i) << " dim " << dim << " hidden " << hidden
+                                 << " density " << d.name << (clustered ? " clustered" : " random"));
+                    k::set_active_isa(i);
+                    for (int nt : {1, 3}) {
+                        std::vector<float> scratch(static_cast<size_t>(k::fused_mlp_scratch_floats(dim, nt)));
+                        std::vector<float> y(static_cast<size_t>(dim), -7.0f), glu(idx.size() + 1, -7.0f);
+                        k::fused_sparse_mlp(b.view, x.data(), idx.data(), n, y.data(), scratch.data(), glu.data(), nt);
+                        EXPECT_EQ(glu.back(), -7.0f) << "wrote past n_idx GLU values";
+                        if (n == 0) {
+                            for (float v : y) ASSERT_EQ(v, 0.0f);
+                            continue;
+                        }
+                        EXPECT_LE(nmse(y.data(), ref), k_bound) << nt << " threads";
+                        if (is_quant(t) && n >= 16) {
+                            EXPECT_LE(nmse(y.data(), ref_exact), k_fused_act_quant_bound);
+                        }
+                        if (d.frac == 0.10) {  // glu_out is optional and does not change y
+                            std::vector<float> y2(static_cast<size_t>(dim));
+                            k::fused_sparse_mlp(b.view, x.data(), idx.data(), n, y2.data(), scratch.data(), nullptr,
+                                                nt);
+                            EXPECT_EQ(0, std::memcmp(y.data(), y2.data(), y.size() * 4));
+                        }
+                        if (n != hidden || nt != 3) continue;
+                        // 100%: GLU values bit-identical to the dense path, y within summation-order rounding.
+                        std::vector<float> g(static_cast<size_t>(hidden)), u = g, a = g, yd(static_cast<size_t>(dim));
+                        k::gemv(gate.view, x.data(), g.data(), 2);
+                        k::gemv(up.view, x.data(), u.data(), 2);
+                        k::swiglu(a.data(), g.data(), u.data(), hidden);
+                        EXPECT_EQ(0, std::memcmp(a.data(), glu.data(), a.size() * 4));
+                        if (!is_quant(t)) {
+                            k::gemv(down.view, a.data(), yd.data(), 2);
+                            EXPECT_LE(nmse(y, yd), i == k::isa::scalar ? k_dense_scalar_bound : k_dense_bound);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+// ---- Layouts ---------------------------------------------------------------------------------------
+TEST_P(sparse_by_type, layouts_round_trip) {
+    const dtype t = GetParam();
+    for (const shape& s : {shape{64, 172}, shape{96, 64}, shape{33, 50}, shape{288, 416}}) {
+        if (is_quant(t) && (s.rows % 32 || s.cols % 32)) continue;
+        SCOPED_TRACE(::testing::Message() << sl::dtype_name(t) << " " << s.rows << "x" << s.cols);
+        const matrix w = make_matrix(t, s.rows, s.cols, 77 + s.cols);
+        // Float types transpose exactly, so twice gives the same bytes. Quantized go through an f32
+        // transpose, whose values must be the decoded weights, and back: re-encoding decoded ggml
+        // blocks reproduces them (the extreme element maps to +-127 or -8 again).
+        const dtype mid = is_quant(t) ? dtype::f32 : t;
+        const k::owned_matrix a = k::to_input_major(w.view, mid);
+        EXPECT_EQ(reinterpret_cast<uintptr_t>(a.view.data) % 64, 0u);
+        EXPECT_GE(static_cast<int64_t>(a.bytes.size()), a.view.bytes());  // memory reported
+        EXPECT_LT(static_cast<int64_t>(a.bytes.size()), a.view.bytes() + 64);
+        const std::vector<double> wd = decode(w.view), ad = decode(a.view);
+        for (int64_t r = 0; r < s.rows; ++r)
+            for (int64_t c = 0; c < s.cols; ++c)
+                ASSERT_EQ(ad[static_cast<size_t>(c * s.rows + r)], wd[static_cast<size_t>(r * s.cols + c)]);
+        const k::owned_matrix back = k::to_input_major(a.view, t);
+        ASSERT_EQ(back.view.bytes(), w.view.bytes());
+        EXPECT_EQ(0, std::memcmp(back.view.data, w.view.data, static_cast<size_t>(w.view.bytes())));
+    }
+}
+
+TEST_P(sparse_by_type, bundles_hold_gate_up_rows_and_down_columns) {
+    const dtype t = GetParam();
+    const int64_t dim = 96, hidden = 50;
+    const matrix gate = make_matrix(t, hidden, dim, 1), up = make_matrix(t, hidden, dim, 2);
+    const matrix down = make_matrix(t, dim, hidden, 3);
+    const k::owned_bundles b = k::make_bundles(gate.view, up.view, down.view, t);
+    const k::owned_matrix down_t = k::to_input_major(down.view, t);
+    ASSERT_EQ(b.view.bundle_bytes(), 3 * sl::dtype_row_bytes(t, dim));
+    EXPECT_GE(static_cast<int64_t>(b.bytes.size()), hidden * b.view.bundle_bytes());
+    for (int64_t j = 0; j < hidden; ++j) {
+        const uint8_t* bj = b.view.bundle(j);
+        const auto part = static_cast<size_t>(b.view.part_bytes());
+        ASSERT_EQ(0, std::memcmp(bj, gate.view.row(j), part)) << j;
+        ASSERT_EQ(0, std::memcmp(bj + part, up.view.row(j), part)) << j;
+        ASSERT_EQ(0, std::memcmp(bj + 2 * part, down_t.view.row(j), part)) << j;
+    }
+    // Down columns hold the decoded down weights (exactly for float types).
+    if (!is_quant(t)) {
+        for (int64_t j = 0; j < hidden; ++j)
+            for (int64_t o = 0; o < dim; ++o)
+                ASSERT_EQ(element(t, b.view.bundle(j) + 2 * b.view.part_bytes(), o), element(t, down.view.row(o), j));
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(all_types, sparse_by_type, ::testing::ValuesIn(k_types),
+                         [](const auto& p) { return std::string(sl::dtype_name(p.param)); });
+
+// Bundles may change type: F32 sources converted to each storage type hold the converted values.
+TEST(sparse, bundles_convert_type) {
+    const int64_t dim = 64, hidden = 40;
+    const matrix gate = make_matrix(dtype::f32, hidden, dim, 4), up = make_matrix(dtype::f32, hidden, dim, 5);
+    const matrix down = make_matrix(dtype::f32, dim, hidden, 6);
+    for (dtype t : k_types) {
+        const k::owned_bundles b = k::make_bundles(gate.view, up.view, down.view, t);
+        std::vector<uint8_t> row(static_cast<size_t>(sl::dtype_row_bytes(t, dim)));
+        for (int64_t j = 0; j < hidden; ++j) {
+            k::quantize_row(t, reinterpret_cast<const float*>(gate.view.row(j)), row.data(), dim);
+            ASSERT_EQ(0, std::memcmp(b.view.bundle(j), row.data(), row.size())) << sl::dtype_name(t);
+        }
+    }
+}
+
+TEST(sparse, empty_inputs) {
+    const matrix w = make_matrix(dtype::f32, 64, 32, 1);
+    const k::owned_matrix wt = k::to_input_major(w.view, dtype::f32);
+    std::vector<float> x(64, 1.0f), y(64, 5.0f);
+    k::gemv_input_sparse(wt.view, x.data(), nullptr, 0, y.data(), 2);  // no active inputs: y = 0
+    for (float v : y) EXPECT_EQ(v, 0.0f);
+    std::fill(y.begin(), y.end(), 5.0f);
+    k::gemv_output_sparse(w.view, x.data(), nullptr, 0, y.data(), 2);  // no rows: nothing written
+    EXPECT_EQ(y[0], 5.0f);
+    const k::owned_matrix none = k::to_input_major(sl::tensor_view{dtype::f32, 0, 0, nullptr}, dtype::f32);
+    EXPECT_EQ(none.view.rows, 0);
+    EXPECT_GE(k::fused_mlp_scratch_floats(4096, 2), 2 * 4096);
+}
+
+}  // namespace
