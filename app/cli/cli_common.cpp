@@ -3,6 +3,8 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <iostream>
 
 namespace sl::cli {
@@ -26,6 +28,9 @@ loaded_model load_model(const std::string& model_path, const std::string& tokeni
                 break;
             }
         }
+        if (!lm.tok && need_tokenizer && !lm.m->vocab.model.empty() && lm.m->vocab.model != "llama")
+            throw cli_error(model_path + ": its '" + lm.m->vocab.model +
+                            "' vocabulary is not supported (SentencePiece 'llama' only); pass --tokenizer FILE");
         if (!lm.tok && need_tokenizer)
             throw cli_error(model_path + ": no tokenizer found beside the model and none embedded; pass --tokenizer FILE");
     }
@@ -44,5 +49,14 @@ std::vector<int32_t> encode_prompt(const loaded_model& lm, const std::string& pr
 }
 
 void print_json(const nlohmann::json& j) { std::cout << j.dump(2) << std::endl; }
+
+std::string read_text(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) throw cli_error(path + ": cannot open text file");
+    std::ostringstream ss;
+    ss << f.rdbuf();
+    if (f.bad()) throw cli_error(path + ": read failed");
+    return ss.str();
+}
 
 }  // namespace sl::cli

@@ -40,6 +40,9 @@ std::vector<int32_t> encode_prompt(const loaded_model& lm, const std::string& pr
 
 void print_json(const nlohmann::json& j);
 
+// The whole file as bytes (UTF-8 text is not validated: the tokenizer falls back to bytes).
+std::string read_text(const std::string& path);
+
 // Registration of each subcommand; `run` is set to the chosen command's body.
 using command_fn = std::function<int()>;
 void register_info(CLI::App& app, command_fn& run);
@@ -48,5 +51,9 @@ void register_logits(CLI::App& app, command_fn& run);
 void register_ppl(CLI::App& app, command_fn& run);
 void register_bench(CLI::App& app, command_fn& run);
 void register_make_synthetic(CLI::App& app, command_fn& run);
+void register_eval(CLI::App& app, command_fn& run);
+void register_sweep(CLI::App& app, command_fn& run);
+void register_sim(CLI::App& app, command_fn& run);
+void register_calibrate(CLI::App& app, command_fn& run);
 
 }  // namespace sl::cli

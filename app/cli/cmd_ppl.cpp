@@ -1,7 +1,5 @@
 // `sparselens ppl MODEL TEXT`: windowed perplexity with standard error and throughput.
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <unistd.h>
 
 #include "cli_common.h"
@@ -19,14 +17,6 @@ struct ppl_opts {
     int32_t threads = 0;
     bool json = false;
 };
-
-std::string read_text(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    if (!f) throw cli_error(path + ": cannot open text file");
-    std::ostringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
 
 int run_ppl(const ppl_opts& o) {
     loaded_model lm = load_model(o.model_path, o.tokenizer_path, true);

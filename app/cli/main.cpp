@@ -34,6 +34,10 @@ int main(int argc, char** argv) {
     sl::cli::register_ppl(app, run);
     sl::cli::register_bench(app, run);
     sl::cli::register_make_synthetic(app, run);
+    sl::cli::register_eval(app, run);
+    sl::cli::register_sweep(app, run);
+    sl::cli::register_sim(app, run);
+    sl::cli::register_calibrate(app, run);
 
     try {
         app.parse(argc, argv);

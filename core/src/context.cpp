@@ -70,6 +70,9 @@ result<context> context::create(const model& m, const context_params& params) {
     c.m_up.resize(b * hp.hidden_dim);
     c.m_scores.resize(static_cast<size_t>(kernels::attention_threads(c.m_threads)) * n_ctx);
     c.m_logits.resize(static_cast<size_t>(hp.vocab_size));
+    c.m_compact.resize(static_cast<size_t>(std::max(hp.hidden_dim, hp.dim)));
+    c.m_density_sum.assign(static_cast<size_t>(hp.n_layers), layer_density{});
+    for (layer_density& d : c.m_density_sum) std::fill(std::begin(d.d), std::end(d.d), 0.0f);
     return c;
 }
 
@@ -153,7 +156,13 @@ void context::forward_chunk(const int32_t* tokens, int32_t n, int32_t pos0, floa
         assert(tok >= 0 && tok < m.hp.vocab_size);
         kernels::dequantize_row(m.tok_embd.type, m.tok_embd.row(tok), m_x.data() + static_cast<size_t>(t) * dim, dim);
     }
-    for (int32_t l = 0; l < m.hp.n_layers; ++l) layer_forward(l, n, pos0);
+    if (m_method) {
+        assert(n == 1);
+        for (int32_t l = 0; l < m.hp.n_layers; ++l) layer_forward_sparse(l, pos0);
+        ++m_density_tokens;
+    } else {
+        for (int32_t l = 0; l < m.hp.n_layers; ++l) layer_forward(l, n, pos0);
+    }
 
     if (all_logits) {
         kernels::rmsnorm_rows(m_xb.data(), m_x.data(), m.output_norm, n, dim, m.hp.norm_eps);
@@ -166,6 +175,11 @@ void context::forward_chunk(const int32_t* tokens, int32_t n, int32_t pos0, floa
 }
 
 const float* context::decode(int32_t token, int32_t pos) {
+    if (m_method) {
+        if (pos == 0) m_method->begin_sequence();
+        if (m_prompt_open) m_method->end_prompt(pos);
+    }
+    m_prompt_open = false;
     forward_chunk(&token, 1, pos, m_logits.data(), false);
     return m_logits.data();
 }
@@ -173,6 +187,18 @@ const float* context::decode(int32_t token, int32_t pos) {
 const float* context::prefill(std::span<const int32_t> tokens, int32_t pos0, float* all_logits) {
     const int32_t total = static_cast<int32_t>(tokens.size());
     const size_t vocab = static_cast<size_t>(m_model->hp.vocab_size);
+    if (m_method) {
+        // One token at a time through the sparse path: the masks (and GRIFFIN's prompt statistics) are
+        // per token, and decode must see exactly what prefill saw.
+        if (pos0 == 0) m_method->begin_sequence();
+        m_prompt_open = true;
+        for (int32_t t = 0; t < total; ++t) {
+            float* out = all_logits ? all_logits + static_cast<size_t>(t) * vocab : m_logits.data();
+            forward_chunk(tokens.data() + t, 1, pos0 + t, out, false);
+            if (all_logits && t == total - 1) std::memcpy(m_logits.data(), out, sizeof(float) * vocab);
+        }
+        return m_logits.data();
+    }
     for (int32_t done = 0; done < total; done += m_batch) {
         const int32_t n = std::min(m_batch, total - done);
         if (all_logits) {

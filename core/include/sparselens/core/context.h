@@ -2,12 +2,16 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
 #include "sparselens/core/model.h"
 #include "sparselens/core/observer.h"
+#include "sparselens/core/residency.h"
 #include "sparselens/core/result.h"
+#include "sparselens/core/sparsity.h"
+#include "sparselens/kernels/sparse.h"
 
 namespace sl {
 
@@ -18,6 +22,27 @@ struct context_params {
 };
 
 context_params context_default_params();
+
+// What the fused sparse MLP's differential cache did for a method with method_traits::fused, summed
+// over layers and tokens since set_method(). A token's active set is compared with the previous fused
+// token of the same layer (the first fill of an empty buffer counts as all entering).
+struct fused_mlp_stats {
+    int64_t updates = 0;        // cache updates: one per layer per token on the fused path
+    int64_t active = 0;         // sum of the active-set sizes
+    int64_t entered = 0;        // neurons copied in: active now, not in the buffer before
+    int64_t left = 0;           // neurons whose slot was freed (nothing is copied for them)
+    uint64_t bytes_copied = 0;  // entered * bundle bytes
+    double update_seconds = 0;  // wall time of the updates (bookkeeping and copies)
+    uint64_t memory_bytes = 0;  // what the caches hold: input-major down copies + compact buffers
+
+    // Share of the active neurons that are new since the previous token: the mask change rate.
+    double mask_change_rate() const { return active > 0 ? static_cast<double>(entered) / active : 0.0; }
+    // Active neurons whose weights were already in the buffer: the copies avoided.
+    int64_t copies_avoided() const { return active - entered; }
+    double copies_avoided_share() const { return active > 0 ? 1.0 - mask_change_rate() : 0.0; }
+};
+
+struct fused_mlp_state;  // private: core/src/fused_mlp_cache.h
 
 class context {
 public:
@@ -34,6 +59,23 @@ public:
     // Attach (or detach with nullptr) an observer; the context does not own it.
     void set_observer(activation_observer* obs) { m_observer = obs; }
 
+    // Attach a sparsity method (nullptr: dense); the context does not own it. Builds the weight layouts
+    // the method's traits need (input-major copies for input-sparse kernels); layout_bytes() reports
+    // their memory. With a method attached every token runs the single-token sparse path, so prefill and
+    // decode execute identical masks and arithmetic (prefill is then slower, never different).
+    void set_method(sparsity_method* method);
+    sparsity_method* method() const { return m_method; }
+    // Cache state DIP-CA reads and which sees every token's masks (nullptr: none).
+    void set_residency(residency_source* r) { m_residency = r; }
+    uint64_t layout_bytes() const;
+    // Differential-cache statistics of a fused method (all zero otherwise).
+    fused_mlp_stats fused_stats() const;
+
+    // Mean density per layer over the tokens run since the last reset (dense layers report 1).
+    const std::vector<layer_density>& density_sum() const { return m_density_sum; }
+    int64_t density_tokens() const { return m_density_tokens; }
+    void reset_density();
+
     const model& get_model() const { return *m_model; }
     int32_t n_ctx() const { return m_n_ctx; }
     int32_t n_threads() const { return m_threads; }
@@ -44,13 +86,32 @@ public:
 private:
     void forward_chunk(const int32_t* tokens, int32_t n, int32_t pos0, float* logits_out, bool all_logits);
     void layer_forward(int32_t l, int32_t n, int32_t pos0);
+    void layer_forward_sparse(int32_t l, int32_t pos);
+    void mlp_sparse(int32_t l, const token_info& ti);
+    void mlp_fused(int32_t l, const token_info& ti);
     void apply_rope(float* v, int32_t n_heads_v, int32_t n, int32_t pos0) const;
     void emit(int32_t layer, probe p, int32_t pos0, int32_t n, const float* data, int32_t width) {
         if (m_observer) m_observer->on_activation(layer, p, pos0, n, data, width);
     }
 
+    // Input-major copies of one layer's projections, built only for the projections a method prunes by input.
+    struct layer_layouts {
+        kernels::owned_matrix t[proj_count];
+        bool has[proj_count] = {};
+    };
+
     const model* m_model = nullptr;
     activation_observer* m_observer = nullptr;
+    sparsity_method* m_method = nullptr;
+    method_traits m_traits;
+    residency_source* m_residency = nullptr;
+    bool m_prompt_open = false;
+    std::vector<layer_layouts> m_layouts;
+    layer_masks m_masks;
+    std::vector<layer_density> m_density_sum;
+    int64_t m_density_tokens = 0;
+    std::vector<float> m_compact;  // output-sparse results before scattering
+    std::shared_ptr<fused_mlp_state> m_fused;  // per-layer caches of a fused method (shared_ptr: incomplete type)
     int32_t m_n_ctx = 0;
     int32_t m_threads = 0;
     int32_t m_batch = 0;

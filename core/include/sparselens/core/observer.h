@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "sparselens/core/sparsity.h"
+
 namespace sl {
 
 // Where in a layer an activation was taken. Widths: dim for attn_in/attn_out/mlp_in, hidden_dim for the
@@ -37,6 +39,8 @@ public:
     virtual ~activation_observer() = default;
     virtual void on_activation(int32_t layer, probe where, int32_t pos0, int32_t n_tokens, const float* data,
                                int32_t width) = 0;
+    // With a sparsity method attached: the masks the kernels executed for one token, and their density.
+    virtual void on_masks(int32_t layer, int32_t pos, const layer_masks& masks, const layer_density& density) {}
 };
 
 }  // namespace sl

@@ -1,0 +1,58 @@
+// Shared method options for the evaluation commands.
+#include "cli_methods.h"
+
+#include <filesystem>
+
+namespace sl::cli {
+
+void add_method_options(CLI::App* c, method_opts& o) {
+    c->add_option("--density", o.cfg.density, "Target density: fraction of gate+up+down weights read (TEAL: of all seven projections, by bytes)")
+        ->check(CLI::Range(0.0, 1.0));
+    c->add_option("--d-in", o.cfg.d_in, "DIP: gate/up input-column density (default: --density)")->check(CLI::Range(0.0, 1.0));
+    c->add_option("--d-down", o.cfg.d_down, "DIP: down-column density (default: --density)")->check(CLI::Range(0.0, 1.0));
+    c->add_option("--gamma", o.cfg.gamma, "DIP-CA: weight of units not in DRAM (1 = plain DIP)")->check(CLI::Range(0.0, 1.0));
+    c->add_option("--attn-density", o.cfg.attn_density, "CHESS w/ (chess-attn): q/o input density (default: same as the MLP)")->check(CLI::Range(0.0, 1.0));
+    c->add_option("--rank", o.cfg.rank, "SparseLLM predictor rank (0: dim/8)")->check(CLI::NonNegativeNumber);
+    c->add_option("--pin", o.cfg.pin_fraction, "Heavy-hitter neurons always active (fraction)")->check(CLI::Range(0.0, 1.0));
+    c->add_option("--calib", o.calib_path, "Calibration file (default: MODEL.calib when present)");
+    c->add_option("-c,--ctx", o.n_ctx, "Window length: first half prompt, second half scored")->check(CLI::Range(8, 1 << 16));
+    c->add_option("--windows", o.windows, "Windows of text to evaluate (0: all)")->check(CLI::NonNegativeNumber);
+    c->add_option("--threads", o.threads, "Worker threads (0: all cores)")->check(CLI::NonNegativeNumber);
+}
+
+std::optional<calibration> load_calibration(const method_opts& o, const model& m, bool required) {
+    std::string path = o.calib_path;
+    if (path.empty() && std::filesystem::exists(m.path + ".calib")) path = m.path + ".calib";
+    if (path.empty()) {
+        if (required)
+            throw cli_error(o.cfg.name + ": needs a calibration: run `sparselens calibrate " + m.path +
+                            " TEXT` (writes " + m.path + ".calib) or pass --calib FILE");
+        return std::nullopt;
+    }
+    calibration cal = take(calibration_load(path));
+    if (outcome fit = calibration_matches(cal, m); !fit.ok()) throw cli_error(path + ": " + fit.message());
+    return cal;
+}
+
+nlohmann::json eval_to_json(const eval_result& r) {
+    nlohmann::json layers = nlohmann::json::array();
+    for (const layer_density& d : r.per_layer) {
+        nlohmann::json l;
+        for (int p = 0; p < proj_count; ++p) l[proj_name(static_cast<proj>(p))] = d.d[p];
+        layers.push_back(l);
+    }
+    return {{"ppl", r.ppl},
+            {"ppl_dense", r.ppl_dense},
+            {"delta_ppl", r.ppl - r.ppl_dense},
+            {"kld_mean", r.kld_mean},
+            {"kld_p99", r.kld_p99},
+            {"top1_agreement", r.top1_agreement},
+            {"mlp_density", r.mlp_density},
+            {"attn_density", r.attn_density},
+            {"decode_tokens_per_second", r.decode_tokens_per_second},
+            {"dense_decode_tokens_per_second", r.dense_decode_tokens_per_second},
+            {"scored_tokens", r.n_scored},
+            {"layers", layers}};
+}
+
+}  // namespace sl::cli

@@ -1,0 +1,32 @@
+// Method options shared by `eval` and `sweep`: parsing into method_config, calibration lookup, JSON.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "cli_common.h"
+#include "sparselens/core/calibration.h"
+#include "sparselens/core/eval.h"
+#include "sparselens/core/methods.h"
+
+namespace sl::cli {
+
+struct method_opts {
+    method_config cfg = method_default_config();
+    std::string calib_path;  // --calib; default MODEL.calib when it exists
+    int32_t n_ctx = 128;
+    int32_t windows = 16;
+    int32_t threads = 0;
+};
+
+// --density, --d-in, --d-down, --gamma, --attn-density, --rank, --pin, --calib, --ctx, --windows, --threads.
+void add_method_options(CLI::App* c, method_opts& o);
+
+// Loads --calib (or MODEL.calib beside the model when present) and checks it fits the model; nullopt
+// when there is none and `required` is false.
+std::optional<calibration> load_calibration(const method_opts& o, const model& m, bool required);
+
+nlohmann::json eval_to_json(const eval_result& r);
+
+}  // namespace sl::cli

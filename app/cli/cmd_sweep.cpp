@@ -1,0 +1,130 @@
+// `sparselens sweep MODEL TEXT`: a grid of methods x densities (x gamma) with Pareto fronts, CSV/JSON.
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
+
+#include "cli_methods.h"
+#include "sparselens/core/context.h"
+#include "sparselens/core/sweep.h"
+
+namespace sl::cli {
+
+namespace {
+
+struct sweep_opts {
+    std::string model_path, text_path, tokenizer_path, out_json, out_csv;
+    method_opts m;
+    std::vector<std::string> methods = {"dip", "dip-ca", "glu", "gate", "up"};
+    std::vector<float> densities = {0.3f, 0.4f, 0.5f, 0.6f, 0.7f, 0.8f, 0.9f};
+    std::vector<float> gammas = {0.2f};
+    bool dip_allocate = false;
+    float cache_fraction = 0.5f;
+    bool json = false;
+};
+
+void write_csv(const std::string& path, const std::vector<sweep_point>& points) {
+    std::ofstream f(path, std::ios::trunc);
+    if (!f) throw cli_error(path + ": cannot open for writing");
+    f << "method,density_target,gamma,d_in,d_down,mlp_density,attn_density,ppl,ppl_dense,kld_mean,kld_p99,"
+         "top1_agreement,decode_tokens_per_second,cache_hit_rate,pareto\n";
+    for (const sweep_point& p : points) {
+        const eval_result& r = p.result;
+        f << p.config.name << ',' << p.config.density << ',' << p.config.gamma << ',' << p.config.d_in << ','
+          << p.config.d_down << ',' << r.mlp_density << ',' << r.attn_density << ',' << r.ppl << ',' << r.ppl_dense
+          << ',' << r.kld_mean << ',' << r.kld_p99 << ',' << r.top1_agreement << ',' << r.decode_tokens_per_second
+          << ',' << p.cache_hit_rate << ',' << (p.pareto ? 1 : 0) << '\n';
+    }
+    if (!f.flush()) throw cli_error(path + ": write failed");
+}
+
+int run_sweep(sweep_opts o) {
+    loaded_model lm = load_model(o.model_path, o.tokenizer_path, true);
+    bool need_cal = false;
+    for (const std::string& n : o.methods) need_cal = need_cal || method_needs_calibration(n);
+    const std::optional<calibration> cal = load_calibration(o.m, *lm.m, need_cal);
+    const std::vector<int32_t> tokens = encode_prompt(lm, read_text(o.text_path));
+
+    context_params cp = context_default_params();
+    cp.n_threads = o.m.threads;
+    cp.n_ctx = o.m.n_ctx;
+    context ctx = take(context::create(*lm.m, cp));
+    eval_params ep = eval_default_params();
+    ep.n_ctx = o.m.n_ctx;
+    ep.max_windows = o.m.windows;
+    ep.bos_id = lm.tok->bos_id();
+    const dense_reference ref = take(eval_dense_reference(ctx, tokens, ep));
+
+    sweep_params sp = sweep_default_params();
+    sp.methods = o.methods;
+    sp.densities = o.densities;
+    sp.gammas = o.gammas;
+    sp.base = o.m.cfg;
+    sp.dip_allocate = o.dip_allocate;
+    sp.cache_fraction = o.cache_fraction;
+    const bool tty = !o.json && isatty(STDERR_FILENO);
+    if (tty) sp.progress = [](float f) { std::fprintf(stderr, "\rsweep: %5.1f%%", 100.0 * f); return true; };
+    std::vector<sweep_point> points = take(sweep_run(ctx, ref, cal ? &*cal : nullptr, sp, ep));
+    if (tty) std::fprintf(stderr, "\n");
+
+    nlohmann::json j;
+    j["model"] = o.model_path;
+    j["text"] = o.text_path;
+    j["n_ctx"] = o.m.n_ctx;
+    j["windows"] = ref.n_windows;
+    j["ppl_dense"] = ref.ppl;
+    nlohmann::json arr = nlohmann::json::array();
+    for (const sweep_point& p : points) {
+        nlohmann::json e = eval_to_json(p.result);
+        e["method"] = p.config.name;
+        e["density_target"] = p.config.density;
+        e["gamma"] = p.config.gamma;
+        e["d_in"] = p.config.d_in;
+        e["d_down"] = p.config.d_down;
+        e["pareto"] = p.pareto;
+        if (p.cache_hit_rate >= 0) e["cache_hit_rate"] = p.cache_hit_rate;
+        e.erase("layers");
+        arr.push_back(e);
+    }
+    j["points"] = arr;
+    if (!o.out_json.empty()) {
+        std::ofstream f(o.out_json, std::ios::trunc);
+        if (!f || !(f << j.dump(2) << '\n') || !f.flush()) throw cli_error(o.out_json + ": write failed");
+    }
+    if (!o.out_csv.empty()) write_csv(o.out_csv, points);
+    if (o.json) {
+        print_json(j);
+        return 0;
+    }
+    std::printf("dense perplexity %.4f over %d windows of %d tokens\n", ref.ppl, ref.n_windows, o.m.n_ctx);
+    std::printf("%-10s %7s %6s %8s %8s %9s %8s %7s %s\n", "method", "target", "gamma", "MLP", "attn", "PPL", "KL", "top-1",
+                "pareto");
+    for (const sweep_point& p : points)
+        std::printf("%-10s %6.0f%% %6.2f %7.1f%% %7.1f%% %9.4f %8.5f %6.1f%% %s\n", p.config.name.c_str(),
+                    100 * p.config.density, p.config.gamma, 100 * p.result.mlp_density, 100 * p.result.attn_density,
+                    p.result.ppl, p.result.kld_mean, 100 * p.result.top1_agreement, p.pareto ? "*" : "");
+    return 0;
+}
+
+}  // namespace
+
+void register_sweep(CLI::App& app, command_fn& run) {
+    auto o = std::make_shared<sweep_opts>();
+    CLI::App* c = app.add_subcommand("sweep", "Evaluate methods over a density grid; CSV/JSON with Pareto fronts");
+    c->add_option("model", o->model_path, "Model file")->required();
+    c->add_option("text", o->text_path, "Evaluation text")->required();
+    c->add_option("--methods", o->methods, "Methods (comma-separated)")->delimiter(',')->check(CLI::IsMember(method_names()));
+    c->add_option("--densities", o->densities, "Target MLP densities (comma-separated)")->delimiter(',')->check(CLI::Range(0.0, 1.0));
+    c->add_option("--gammas", o->gammas, "DIP-CA gammas (comma-separated)")->delimiter(',')->check(CLI::Range(0.0, 1.0));
+    c->add_flag("--dip-allocate", o->dip_allocate, "Search DIP's (d_in, d_down) split per density (appendix B.1)");
+    c->add_option("--cache-fraction", o->cache_fraction, "DIP-CA: share of units the stand-in LFU cache holds")
+        ->check(CLI::Range(0.0, 1.0));
+    c->add_option("-z,--tokenizer", o->tokenizer_path, "llama2.c tokenizer.bin (default: embedded or beside the model)");
+    c->add_option("-o,--out", o->out_json, "Write the results as JSON");
+    c->add_option("--csv", o->out_csv, "Write the results as CSV");
+    add_method_options(c, o->m);
+    c->add_flag("--json", o->json, "Machine-readable output on stdout");
+    c->callback([o, &run] { run = [o] { return run_sweep(*o); }; });
+}
+
+}  // namespace sl::cli

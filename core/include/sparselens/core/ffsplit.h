@@ -1,0 +1,84 @@
+// FFSplit: split each MLP into heavy-hitter neurons (kept exact) and the rest (compressed); a model transform.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sparselens/core/calibration.h"
+#include "sparselens/core/methods.h"
+#include "sparselens/core/model.h"
+#include "sparselens/core/result.h"
+
+namespace sl {
+
+// FFSplit is a static transformation of the weights, not a per-token mask, so it does not fit the
+// sparsity_method registry (a method only chooses masks over the model it is attached to). Instead
+// ffsplit_transform() builds a new sl::model whose MLP tensors are replaced, and the same engine runs
+// it densely: evaluate it with a context over ffsplit_model::m, the dense method and a dense_reference
+// of the original model (eval_method only reads the reference's tokens and log-probabilities):
+//
+//   auto split = ffsplit_transform(m, cal, params);            // m: the original model
+//   auto ctx = context::create(split->m);
+//   auto dense = make_method({.name = "dense"}, split->m, nullptr);
+//   auto r = eval_method(*ctx, reference_of_m, **dense, nullptr, eval_params);
+//
+// What is real and what is not: the accuracy (perplexity, KL) is that of the split model exactly as
+// described below. The bytes are those of the split representation (heavy part in the source type +
+// compressed light part), computed, not allocated: the engine only knows three dense MLP matrices, so
+// the transformed tensors hold the reconstructed values densely in F32. Hence decode speed is NOT
+// measured for either variant (a low-rank kernel, or mixed-precision rows, would be needed).
+struct ffsplit_params {
+    // "svd": the light part of W_gate, W_up (rows) and W_down (columns) each replaced by its best
+    //        rank-r approximation (truncated SVD), the paper's main variant.
+    // "q4":  the light neurons' gate rows, up rows and down columns re-encoded as Q4_0 (blocks of 32
+    //        along dim; needs dim % 32 == 0), the paper's low-bit variant.
+    std::string mode = "svd";
+    float heavy_fraction = 0.1f;  // share of neurons per layer kept exact (calibration heavy hitters)
+    float density = 0.5f;         // svd: target MLP bytes / dense MLP bytes, which sets the rank
+    int32_t rank = -1;            // svd: >= 0 overrides density with this rank for every light matrix
+    progress_fn progress;         // fraction of layers done; false cancels
+};
+
+ffsplit_params ffsplit_default_params();
+// mode = cfg.ffsplit_mode, heavy_fraction = cfg.ffsplit_heavy, density = cfg.density.
+ffsplit_params ffsplit_params_from_config(const method_config& cfg);
+
+struct ffsplit_layer_report {
+    int32_t n_heavy = 0;
+    int32_t rank = 0;             // svd: rank of each light matrix; q4: 0
+    uint64_t dense_bytes = 0;     // gate + up + down as stored in the source model
+    uint64_t split_bytes = 0;     // heavy exact + compressed light part
+    float heavy_share = 0.0f;     // share of the calibration heavy-hitter score the heavy neurons hold
+    float rel_error[3] = {};      // ||W - W'||_F / ||W||_F of gate, up, down
+};
+
+struct ffsplit_model {
+    model m;  // the original network with every layer's w_gate / w_up / w_down replaced (F32, owned)
+    std::string mode;
+    float heavy_fraction = 0.0f;
+    std::vector<std::vector<int32_t>> heavy;  // per layer, sorted ascending
+    std::vector<ffsplit_layer_report> layers;
+    uint64_t mlp_dense_bytes = 0, mlp_split_bytes = 0;
+    uint64_t model_dense_bytes = 0, model_split_bytes = 0;  // every weight tensor (embeddings once if tied)
+    bool randomized_svd = false;  // some light matrix exceeded the exact-SVD size (see docs/methods.md)
+    double seconds = 0.0;
+
+    double mlp_density() const {
+        return mlp_dense_bytes ? static_cast<double>(mlp_split_bytes) / static_cast<double>(mlp_dense_bytes) : 1.0;
+    }
+};
+
+// Bytes of the split representation of one layer's MLP (what ffsplit_layer_report::split_bytes holds):
+//   heavy: n_heavy * dim * (e_gate + e_up + e_down), e_t = bytes per element of type t in the source;
+//   svd:   + rank * (n_light + dim) * (e_gate + e_up + e_down)   (factors U_r S_r and V_r^T of each
+//          light matrix, at the source element size);
+//   q4:    + n_light * dim * 3 * 18 / 32                        (Q4_0 blocks).
+uint64_t ffsplit_layer_bytes(const layer_weights& lw, int64_t dim, int64_t n_heavy, int64_t n_light,
+                             const std::string& mode, int64_t rank);
+
+// Errors: unknown mode, fractions outside [0, 1], a calibration for another model shape, q4 with dim
+// not a multiple of 32, cancellation. Keeps the original model's storage alive (shared).
+result<ffsplit_model> ffsplit_transform(const model& m, const calibration& cal, const ffsplit_params& params);
+
+}  // namespace sl

@@ -1,0 +1,46 @@
+// The sparsity methods: configuration, factory and per-method parameters (all training-free).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sparselens/core/model.h"
+#include "sparselens/core/result.h"
+#include "sparselens/core/sparsity.h"
+
+namespace sl {
+
+struct calibration;  // calibration.h
+
+// One configuration for any method. `density` is the target fraction of MLP weights read per token
+// (gate + up + down, equal sizes); each method maps it onto its own knobs, documented per method in
+// docs/methods.md. Fields a method does not use are ignored.
+struct method_config {
+    std::string name = "dense";  // see method_names()
+    float density = 1.0f;        // target MLP density in [0, 1]
+    float d_in = -1.0f;          // DIP: gate/up input-column density (< 0: derived from density)
+    float d_down = -1.0f;        // DIP: down-column density (< 0: derived from density)
+    float gamma = 0.2f;          // DIP-CA: weight of non-cached units (1 = plain DIP)
+    float attn_density = 1.0f;   // CHESS w/, TEAL: density of attention projection inputs
+    int32_t rank = 0;            // SparseLLM predictor rank (0: dim / 8)
+    float pin_fraction = 0.0f;   // heavy-hitter pinning: share of neurons always active
+    std::string ffsplit_mode = "svd";  // FFSplit compression of the light neurons: "svd" or "q4"
+    float ffsplit_heavy = 0.1f;  // FFSplit: share of neurons kept exact
+};
+
+method_config method_default_config();
+
+// Every method name the factory accepts, in display order.
+const std::vector<std::string>& method_names();
+// One-line description for help text and the GUI.
+std::string method_description(const std::string& name);
+// Whether the method needs a calibration (thresholds, expectations, heavy hitters).
+bool method_needs_calibration(const std::string& name);
+
+// Builds a method for a model. `calib` is required when method_needs_calibration(name); errors name
+// the method and the problem (unknown name, density out of range, missing or mismatched calibration).
+result<std::unique_ptr<sparsity_method>> make_method(const method_config& cfg, const model& m,
+                                                     const calibration* calib);
+
+}  // namespace sl

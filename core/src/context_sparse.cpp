@@ -1,0 +1,212 @@
+// The single-token sparse path: a sparsity method chooses masks, the sparse kernels skip the rest.
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <cstring>
+
+#include "fused_mlp_cache.h"
+#include "sparselens/core/context.h"
+#include "sparselens/kernels/attention.h"
+#include "sparselens/kernels/kernels.h"
+
+namespace sl {
+
+namespace {
+
+// Input-major copies keep the weight type when the output length allows its blocks; otherwise F32.
+dtype input_major_type(const tensor_view& w) {
+    return w.rows % dtype_block_elems(w.type) == 0 ? w.type : dtype::f32;
+}
+
+const tensor_view& proj_view(const layer_weights& lw, proj p) {
+    switch (p) {
+        case proj::q: return lw.wq;
+        case proj::k: return lw.wk;
+        case proj::v: return lw.wv;
+        case proj::o: return lw.wo;
+        case proj::gate: return lw.w_gate;
+        case proj::up: return lw.w_up;
+        case proj::down: return lw.w_down;
+    }
+    return lw.wq;
+}
+
+}  // namespace
+
+void context::set_method(sparsity_method* method) {
+    m_method = method;
+    m_prompt_open = false;
+    m_traits = method ? method->traits() : method_traits{};
+    m_layouts.clear();
+    m_fused.reset();
+    reset_density();
+    if (!method) return;
+    if (m_traits.fused) m_fused = make_fused_state(*m_model, m_threads);
+    bool need[proj_count] = {};
+    need[static_cast<int>(proj::q)] = need[static_cast<int>(proj::k)] = need[static_cast<int>(proj::v)] =
+        m_traits.attn_inputs;
+    need[static_cast<int>(proj::o)] = m_traits.o_input;
+    need[static_cast<int>(proj::gate)] = need[static_cast<int>(proj::up)] = m_traits.mlp_inputs;
+    // A fused method's sparse tokens read bundles (its cache holds its own down columns); only its
+    // dense tokens take the ordinary path.
+    need[static_cast<int>(proj::down)] =
+        !m_traits.fused && (m_traits.down_in || m_traits.neurons_pre || m_traits.neurons_post);
+    m_layouts.resize(m_model->layers.size());
+    for (size_t l = 0; l < m_model->layers.size(); ++l) {
+        for (int p = 0; p < proj_count; ++p) {
+            if (!need[p]) continue;
+            const tensor_view& w = proj_view(m_model->layers[l], static_cast<proj>(p));
+            m_layouts[l].t[p] = kernels::to_input_major(w, input_major_type(w));
+            m_layouts[l].has[p] = true;
+        }
+    }
+}
+
+uint64_t context::layout_bytes() const {
+    uint64_t bytes = 0;
+    for (const layer_layouts& ll : m_layouts)
+        for (int p = 0; p < proj_count; ++p)
+            if (ll.has[p]) bytes += ll.t[p].bytes.size();
+    return bytes;
+}
+
+void context::reset_density() {
+    for (layer_density& d : m_density_sum) std::fill(std::begin(d.d), std::end(d.d), 0.0f);
+    m_density_tokens = 0;
+}
+
+namespace {
+
+// y = W x using only the input channels in `in` (dense when all).
+void project_in(const tensor_view& w, const kernels::owned_matrix* wt, const index_mask& in, const float* x, float* y,
+                int threads) {
+    if (in.all) {
+        kernels::gemv(w, x, y, threads);
+        return;
+    }
+    assert(wt && "a method pruned inputs of a projection its traits did not declare");
+    kernels::gemv_input_sparse(wt->view, x, in.idx.data(), static_cast<int64_t>(in.idx.size()), y, threads);
+}
+
+// y_full[r] = W[r] . x for r in `rows`, 0 elsewhere; inputs restricted to `in`.
+void project_rows(const tensor_view& w, const kernels::owned_matrix* wt, const index_mask& in, const index_mask& rows,
+                  const float* x, float* y_full, float* compact, int threads) {
+    if (rows.all) {
+        project_in(w, wt, in, x, y_full, threads);
+        return;
+    }
+    if (in.all) {
+        const int64_t n = static_cast<int64_t>(rows.idx.size());
+        kernels::gemv_output_sparse(w, x, rows.idx.data(), n, compact, threads);
+        std::fill(y_full, y_full + w.rows, 0.0f);
+        for (int64_t k = 0; k < n; ++k) y_full[rows.idx[static_cast<size_t>(k)]] = compact[k];
+        return;
+    }
+    // Both inputs and rows pruned (no paper method does this): compute with the input mask, keep the rows.
+    project_in(w, wt, in, x, compact, threads);
+    std::fill(y_full, y_full + w.rows, 0.0f);
+    for (int32_t r : rows.idx) y_full[r] = compact[r];
+}
+
+}  // namespace
+
+void context::mlp_sparse(int32_t l, const token_info& ti) {
+    const model_hparams& hp = m_model->hp;
+    const layer_weights& lw = m_model->layers[static_cast<size_t>(l)];
+    const layer_layouts& ll = m_layouts[static_cast<size_t>(l)];
+    const int32_t hidden = hp.hidden_dim;
+    auto layout = [&](proj p) { return ll.has[static_cast<int>(p)] ? &ll.t[static_cast<int>(p)] : nullptr; };
+    const std::span<const float> xb(m_xb.data(), static_cast<size_t>(hp.dim));
+
+    if (m_traits.mlp_inputs || m_traits.neurons_pre) m_method->select_mlp_inputs(ti, xb, m_masks);
+    if (m_traits.fused && !m_masks.neurons_pre.all) {
+        mlp_fused(l, ti);  // context_fused.cpp
+        return;
+    }
+
+    const bool up_first = m_traits.up_first;
+    const proj p1 = up_first ? proj::up : proj::gate;
+    const proj p2 = up_first ? proj::gate : proj::up;
+    float* f1 = up_first ? m_up.data() : m_gate.data();
+    float* f2 = up_first ? m_gate.data() : m_up.data();
+    const index_mask& in1 = up_first ? m_masks.up_in : m_masks.gate_in;
+    const index_mask& in2 = up_first ? m_masks.gate_in : m_masks.up_in;
+
+    project_rows(proj_view(lw, p1), layout(p1), in1, m_masks.neurons_pre, m_xb.data(), f1, m_compact.data(), m_threads);
+    if (m_traits.neurons_post) m_method->select_after_first(ti, {f1, static_cast<size_t>(hidden)}, m_masks);
+    index_mask rows2;
+    intersect_masks(m_masks.neurons_pre, m_masks.neurons_post, rows2);
+    project_rows(proj_view(lw, p2), layout(p2), in2, rows2, m_xb.data(), f2, m_compact.data(), m_threads);
+    emit(l, probe::gate_pre, ti.pos, 1, m_gate.data(), hidden);
+    emit(l, probe::up_pre, ti.pos, 1, m_up.data(), hidden);
+
+    // GLU of the neurons computed; the others are exactly 0, as the skipped weights imply.
+    if (rows2.all) {
+        kernels::swiglu(m_gate.data(), m_gate.data(), m_up.data(), hidden);
+    } else {
+        std::vector<float>& glu = m_compact;
+        std::fill(glu.begin(), glu.begin() + hidden, 0.0f);
+        for (int32_t j : rows2.idx) kernels::swiglu(&glu[static_cast<size_t>(j)], &m_gate[static_cast<size_t>(j)], &m_up[static_cast<size_t>(j)], 1);
+        std::copy(glu.begin(), glu.begin() + hidden, m_gate.begin());
+    }
+    emit(l, probe::glu, ti.pos, 1, m_gate.data(), hidden);
+
+    if (m_traits.down_in) m_method->select_down(ti, {m_gate.data(), static_cast<size_t>(hidden)}, m_masks);
+    index_mask used;
+    intersect_masks(rows2, m_masks.down_in, used);
+    m_masks.down_in = used;  // report what the kernel really read
+    project_in(lw.w_down, layout(proj::down), used, m_gate.data(), m_proj.data(), m_threads);
+}
+
+void context::layer_forward_sparse(int32_t l, int32_t pos) {
+    const model_hparams& hp = m_model->hp;
+    const layer_weights& lw = m_model->layers[static_cast<size_t>(l)];
+    const layer_layouts& ll = m_layouts[static_cast<size_t>(l)];
+    const int32_t dim = hp.dim;
+    const int32_t kv_dim = hp.kv_dim();
+    auto layout = [&](proj p) { return ll.has[static_cast<int>(p)] ? &ll.t[static_cast<int>(p)] : nullptr; };
+
+    m_masks.reset();
+    token_info ti;
+    ti.layer = l;
+    ti.pos = pos;
+    ti.in_prompt = m_prompt_open;
+    if (m_residency) {
+        ti.resident_inputs = m_residency->resident_inputs(l);
+        ti.resident_neurons = m_residency->resident_neurons(l);
+    }
+
+    kernels::rmsnorm_rows(m_xb.data(), m_x.data(), lw.attn_norm, 1, dim, hp.norm_eps);
+    emit(l, probe::attn_in, pos, 1, m_xb.data(), dim);
+    if (m_traits.attn_inputs) m_method->select_attn_inputs(ti, {m_xb.data(), static_cast<size_t>(dim)}, m_masks);
+    project_in(lw.wq, layout(proj::q), m_masks.q_in, m_xb.data(), m_q.data(), m_threads);
+    project_in(lw.wk, layout(proj::k), m_masks.k_in, m_xb.data(), m_k.data(), m_threads);
+    project_in(lw.wv, layout(proj::v), m_masks.v_in, m_xb.data(), m_v.data(), m_threads);
+    apply_rope(m_q.data(), hp.n_heads, 1, pos);
+    apply_rope(m_k.data(), hp.n_kv_heads, 1, pos);
+
+    const size_t layer_off = static_cast<size_t>(l) * m_n_ctx * kv_dim;
+    float* k_cache = m_k_cache.data() + layer_off;
+    float* v_cache = m_v_cache.data() + layer_off;
+    std::memcpy(k_cache + static_cast<size_t>(pos) * kv_dim, m_k.data(), sizeof(float) * kv_dim);
+    std::memcpy(v_cache + static_cast<size_t>(pos) * kv_dim, m_v.data(), sizeof(float) * kv_dim);
+    const kernels::attention_shape shape{hp.n_heads, hp.n_kv_heads, hp.head_dim()};
+    kernels::attention_causal(m_q.data(), k_cache, v_cache, pos, 1, shape, m_att.data(), m_scores.data(), m_threads);
+    emit(l, probe::attn_out, pos, 1, m_att.data(), dim);
+    if (m_traits.o_input) m_method->select_o_input(ti, {m_att.data(), static_cast<size_t>(dim)}, m_masks);
+    project_in(lw.wo, layout(proj::o), m_masks.o_in, m_att.data(), m_proj.data(), m_threads);
+    for (int32_t i = 0; i < dim; ++i) m_x[static_cast<size_t>(i)] += m_proj[static_cast<size_t>(i)];
+
+    kernels::rmsnorm_rows(m_xb.data(), m_x.data(), lw.ffn_norm, 1, dim, hp.norm_eps);
+    emit(l, probe::mlp_in, pos, 1, m_xb.data(), dim);
+    mlp_sparse(l, ti);
+    for (int32_t i = 0; i < dim; ++i) m_x[static_cast<size_t>(i)] += m_proj[static_cast<size_t>(i)];
+
+    const layer_density d = masks_density(m_masks, dim, hp.hidden_dim, m_traits.up_first);
+    layer_density& sum = m_density_sum[static_cast<size_t>(l)];
+    for (int p = 0; p < proj_count; ++p) sum.d[p] += d.d[p];
+    if (m_observer) m_observer->on_masks(l, pos, m_masks, d);
+    if (m_residency) m_residency->on_token(l, pos, m_masks);
+}
+
+}  // namespace sl

@@ -1,0 +1,160 @@
+// Method-vs-dense evaluation: perplexity, KL divergence, top-1 agreement, density and decode speed.
+#include "sparselens/core/eval.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <string>
+
+#include "methods_internal.h"
+#include "sparselens/core/perplexity.h"
+
+namespace sl {
+
+eval_params eval_default_params() { return {}; }
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+void log_softmax(const float* logits, int32_t n, float* out) {
+    double mx = logits[0];
+    for (int32_t i = 1; i < n; ++i) mx = std::max(mx, static_cast<double>(logits[i]));
+    double sum = 0.0;
+    for (int32_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(logits[i]) - mx);
+    const double lse = mx + std::log(sum);
+    for (int32_t i = 0; i < n; ++i) out[i] = static_cast<float>(static_cast<double>(logits[i]) - lse);
+}
+
+// Runs one window: prefill the first half, decode the rest; calls on_scored(j, logits) for scored j.
+template <class F>
+double run_window(context& ctx, const int32_t* window, int32_t n_ctx, F&& on_scored) {
+    const int32_t first = n_ctx / 2;
+    ctx.prefill({window, static_cast<size_t>(first)}, 0);
+    double decode_seconds = 0.0;
+    for (int32_t j = first; j < n_ctx - 1; ++j) {
+        const auto t0 = clock_type::now();
+        const float* logits = ctx.decode(window[j], j);
+        decode_seconds += std::chrono::duration<double>(clock_type::now() - t0).count();
+        on_scored(j, logits);
+    }
+    return decode_seconds;
+}
+
+}  // namespace
+
+result<dense_reference> eval_dense_reference(context& ctx, std::span<const int32_t> tokens, const eval_params& params) {
+    const int32_t n_ctx = params.n_ctx;
+    if (n_ctx < 4 || n_ctx > ctx.n_ctx())
+        return error{"eval: window " + std::to_string(n_ctx) + " must be in [4, " + std::to_string(ctx.n_ctx()) + "]"};
+    int64_t n_windows = static_cast<int64_t>(tokens.size()) / n_ctx;
+    if (params.max_windows > 0) n_windows = std::min<int64_t>(n_windows, params.max_windows);
+    if (n_windows == 0)
+        return error{"eval: text has " + std::to_string(tokens.size()) + " tokens, fewer than one window of " +
+                     std::to_string(n_ctx)};
+
+    dense_reference ref;
+    ref.n_ctx = n_ctx;
+    ref.n_windows = static_cast<int32_t>(n_windows);
+    ref.vocab = ctx.vocab_size();
+    ref.tokens.assign(tokens.begin(), tokens.begin() + n_windows * n_ctx);
+    for (int64_t w = 0; w < n_windows; ++w) ref.tokens[static_cast<size_t>(w * n_ctx)] = params.bos_id;
+    const size_t vocab = static_cast<size_t>(ref.vocab);
+    ref.logprobs.resize(static_cast<size_t>(n_windows) * ref.scored_per_window() * vocab);
+
+    sparsity_method* previous = ctx.method();
+    std::unique_ptr<sparsity_method> dense = make_dense_method();
+    ctx.set_method(dense.get());
+    double nll = 0.0, seconds = 0.0;
+    int64_t count = 0;
+    for (int64_t w = 0; w < n_windows; ++w) {
+        const int32_t* window = ref.tokens.data() + w * n_ctx;
+        float* out = ref.logprobs.data() + static_cast<size_t>(w) * ref.scored_per_window() * vocab;
+        seconds += run_window(ctx, window, n_ctx, [&](int32_t j, const float* logits) {
+            float* lp = out + static_cast<size_t>(j - ref.first_scored()) * vocab;
+            log_softmax(logits, ref.vocab, lp);
+            const int32_t target = tokens[static_cast<size_t>(w * n_ctx + j + 1)];
+            nll -= lp[target];
+            ++count;
+        });
+        if (params.progress && !params.progress(static_cast<float>(w + 1) / static_cast<float>(n_windows))) {
+            ctx.set_method(previous);
+            return error{"eval: cancelled", true};
+        }
+    }
+    ctx.set_method(previous);
+    ref.ppl = std::exp(nll / static_cast<double>(count));
+    ref.decode_tokens_per_second = seconds > 0 ? static_cast<double>(count) / seconds : 0.0;
+    return ref;
+}
+
+result<eval_result> eval_method(context& ctx, const dense_reference& ref, sparsity_method& method,
+                                residency_source* residency, const eval_params& params) {
+    const int32_t n_ctx = ref.n_ctx;
+    const size_t vocab = static_cast<size_t>(ref.vocab);
+    sparsity_method* previous = ctx.method();
+    residency_source* previous_res = nullptr;
+    ctx.set_method(&method);
+    ctx.set_residency(residency);
+
+    std::vector<float> lp(vocab);
+    std::vector<double> klds;
+    klds.reserve(static_cast<size_t>(ref.n_windows) * ref.scored_per_window());
+    double nll = 0.0, seconds = 0.0;
+    int64_t agree = 0;
+    for (int32_t w = 0; w < ref.n_windows; ++w) {
+        if (residency) residency->reset();
+        const int32_t* window = ref.tokens.data() + static_cast<size_t>(w) * n_ctx;
+        const float* dense_lp = ref.logprobs.data() + static_cast<size_t>(w) * ref.scored_per_window() * vocab;
+        seconds += run_window(ctx, window, n_ctx, [&](int32_t j, const float* logits) {
+            log_softmax(logits, ref.vocab, lp.data());
+            const float* d = dense_lp + static_cast<size_t>(j - ref.first_scored()) * vocab;
+            double kl = 0.0;
+            for (size_t i = 0; i < vocab; ++i) kl += std::exp(static_cast<double>(d[i])) * (d[i] - lp[i]);
+            klds.push_back(std::max(0.0, kl));
+            nll -= lp[static_cast<size_t>(window[j + 1])];
+            const auto dense_top = std::max_element(d, d + vocab) - d;
+            const auto top = std::max_element(lp.begin(), lp.end()) - lp.begin();
+            agree += dense_top == top;
+        });
+        if (params.progress && !params.progress(static_cast<float>(w + 1) / static_cast<float>(ref.n_windows))) {
+            ctx.set_method(previous);
+            ctx.set_residency(previous_res);
+            return error{"eval: cancelled", true};
+        }
+    }
+
+    eval_result r;
+    r.n_scored = static_cast<int64_t>(klds.size());
+    r.ppl = std::exp(nll / static_cast<double>(r.n_scored));
+    r.ppl_dense = ref.ppl;
+    double kl_sum = 0.0;
+    for (double k : klds) kl_sum += k;
+    r.kld_mean = kl_sum / static_cast<double>(r.n_scored);
+    std::vector<double> sorted = klds;
+    const size_t p99 = std::min(sorted.size() - 1, static_cast<size_t>(std::ceil(0.99 * static_cast<double>(sorted.size()))) - 1);
+    std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(p99), sorted.end());
+    r.kld_p99 = sorted[p99];
+    r.top1_agreement = static_cast<double>(agree) / static_cast<double>(r.n_scored);
+
+    // Densities are averaged over every token the method saw (prompt and generated).
+    const model_hparams& hp = ctx.get_model().hp;
+    const double tokens = static_cast<double>(std::max<int64_t>(1, ctx.density_tokens()));
+    double mlp = 0.0, attn = 0.0;
+    for (const layer_density& sum : ctx.density_sum()) {
+        layer_density mean;
+        for (int p = 0; p < proj_count; ++p) mean.d[p] = static_cast<float>(sum.d[p] / tokens);
+        r.per_layer.push_back(mean);
+        mlp += mean.mlp();
+        attn += mean.attention(hp.dim, hp.kv_dim());
+    }
+    r.mlp_density = mlp / static_cast<double>(r.per_layer.size());
+    r.attn_density = attn / static_cast<double>(r.per_layer.size());
+    r.decode_tokens_per_second = seconds > 0 ? static_cast<double>(r.n_scored) / seconds : 0.0;
+    r.dense_decode_tokens_per_second = ref.decode_tokens_per_second;
+    ctx.set_method(previous);
+    ctx.set_residency(previous_res);
+    return r;
+}
+
+}  // namespace sl

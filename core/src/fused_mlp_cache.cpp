@@ -1,0 +1,131 @@
+// The fused sparse MLP's differential bundle cache: slot bookkeeping, copies of entering neurons, the run.
+#include "fused_mlp_cache.h"
+
+#include <algorithm>
+#include <cassert>
+#include <chrono>
+#include <cstring>
+
+#include "sparselens/kernels/kernels.h"
+
+namespace sl {
+
+namespace {
+
+// The bundle type: the weights' own when all three share it and dim is whole blocks of it, so copies
+// are memcpys of the original bytes; otherwise F32, which represents every source type exactly.
+dtype pick_bundle_type(const layer_weights& lw, int64_t dim) {
+    const dtype t = lw.w_gate.type;
+    if (lw.w_up.type != t || lw.w_down.type != t) return dtype::f32;
+    return dim % dtype_block_elems(t) == 0 ? t : dtype::f32;
+}
+
+// Writes row `src` (n elements of type `from`) as type `to` into dst.
+void convert_row(dtype from, const void* src, dtype to, void* dst, int64_t n, std::vector<float>& tmp) {
+    if (from == to) {
+        std::memcpy(dst, src, static_cast<size_t>(dtype_row_bytes(to, n)));
+        return;
+    }
+    tmp.resize(static_cast<size_t>(n));
+    kernels::dequantize_row(from, src, tmp.data(), n);
+    kernels::quantize_row(to, tmp.data(), dst, n);
+}
+
+}  // namespace
+
+differential_bundle_cache::differential_bundle_cache(const layer_weights& lw, int64_t dim, int64_t hidden)
+    : m_lw(&lw), m_dim(dim), m_hidden(hidden), m_type(pick_bundle_type(lw, dim)) {
+    assert(lw.w_gate.rows == hidden && lw.w_gate.cols == dim && lw.w_down.rows == dim && lw.w_down.cols == hidden);
+    m_down_t = kernels::to_input_major(lw.w_down, m_type);
+    m_view.type = m_type;
+    m_view.dim = dim;
+    m_view.n_neurons = 0;
+    m_slot_of.assign(static_cast<size_t>(hidden), -1);
+    m_mark.assign(static_cast<size_t>(hidden), 0);
+    m_glu_compact.resize(static_cast<size_t>(hidden));
+}
+
+void differential_bundle_cache::grow(int64_t capacity) {
+    // Slots keep their indices, so the slot map stays valid; the old contents move with the buffer.
+    const int64_t bb = m_view.bundle_bytes();
+    m_compact.resize(static_cast<size_t>(capacity * bb));
+    for (int64_t s = capacity - 1; s >= m_capacity; --s) m_free.push_back(static_cast<int32_t>(s));
+    m_neuron_at.resize(static_cast<size_t>(capacity), -1);
+    m_capacity = capacity;
+    m_view.n_neurons = capacity;
+    m_view.data = m_compact.data();
+}
+
+void differential_bundle_cache::copy_neuron(int32_t j, int32_t slot) {
+    const int64_t part = m_view.part_bytes();
+    uint8_t* dst = m_compact.data() + static_cast<size_t>(slot) * m_view.bundle_bytes();
+    convert_row(m_lw->w_gate.type, m_lw->w_gate.row(j), m_type, dst, m_dim, m_row);
+    convert_row(m_lw->w_up.type, m_lw->w_up.row(j), m_type, dst + part, m_dim, m_row);
+    std::memcpy(dst + 2 * part, m_down_t.view.row(j), static_cast<size_t>(part));
+}
+
+void differential_bundle_cache::update(std::span<const int32_t> active, fused_mlp_stats& stats) {
+    const auto t0 = std::chrono::steady_clock::now();
+    if (++m_epoch == 0) {  // wrapped: clear the marks once every 2^32 updates
+        std::fill(m_mark.begin(), m_mark.end(), 0u);
+        m_epoch = 1;
+    }
+    for (int32_t j : active) {
+        assert(j >= 0 && j < m_hidden);
+        m_mark[static_cast<size_t>(j)] = m_epoch;
+    }
+    // Free the slots of neurons that left; nothing is copied for them.
+    for (int64_t s = 0; s < m_capacity; ++s) {
+        const int32_t j = m_neuron_at[static_cast<size_t>(s)];
+        if (j < 0 || m_mark[static_cast<size_t>(j)] == m_epoch) continue;
+        m_slot_of[static_cast<size_t>(j)] = -1;
+        m_neuron_at[static_cast<size_t>(s)] = -1;
+        m_free.push_back(static_cast<int32_t>(s));
+        ++stats.left;
+    }
+    const auto n_active = static_cast<int64_t>(active.size());
+    if (n_active > m_capacity) grow(n_active);
+    // Copy only the neurons that entered.
+    int64_t entered = 0;
+    m_run.clear();
+    for (int32_t j : active) {
+        int32_t& slot = m_slot_of[static_cast<size_t>(j)];
+        if (slot < 0) {
+            assert(!m_free.empty());
+            slot = m_free.back();
+            m_free.pop_back();
+            m_neuron_at[static_cast<size_t>(slot)] = j;
+            copy_neuron(j, slot);
+            ++entered;
+        }
+        m_run.push_back(slot);
+    }
+    std::sort(m_run.begin(), m_run.end());  // the kernel reads the buffer front to back
+    ++stats.updates;
+    stats.active += n_active;
+    stats.entered += entered;
+    stats.bytes_copied += static_cast<uint64_t>(entered * m_view.bundle_bytes());
+    stats.update_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void differential_bundle_cache::run(const float* x, float* y, float* glu, float* scratch, int n_threads) {
+    const auto n = static_cast<int64_t>(m_run.size());
+    kernels::fused_sparse_mlp(m_view, x, m_run.data(), n, y, scratch, glu ? m_glu_compact.data() : nullptr,
+                              n_threads);
+    if (!glu) return;
+    std::fill(glu, glu + m_hidden, 0.0f);
+    for (int64_t k = 0; k < n; ++k)
+        glu[m_neuron_at[static_cast<size_t>(m_run[static_cast<size_t>(k)])]] = m_glu_compact[static_cast<size_t>(k)];
+}
+
+fused_mlp_state::fused_mlp_state(const model& m, int n_threads) {
+    layers.reserve(m.layers.size());
+    for (const layer_weights& lw : m.layers) layers.emplace_back(lw, m.hp.dim, m.hp.hidden_dim);
+    scratch.resize(static_cast<size_t>(kernels::fused_mlp_scratch_floats(m.hp.dim, n_threads)));
+}
+
+std::shared_ptr<fused_mlp_state> make_fused_state(const model& m, int n_threads) {
+    return std::make_shared<fused_mlp_state>(m, n_threads);
+}
+
+}  // namespace sl

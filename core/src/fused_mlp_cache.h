@@ -1,0 +1,73 @@
+// Private: the compact active-weights buffer of the fused sparse MLP, updated differentially per token.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "sparselens/core/context.h"
+#include "sparselens/core/model.h"
+#include "sparselens/kernels/sparse.h"
+
+namespace sl {
+
+// One layer's cache. The compact buffer holds neuron bundles (gate row, up row, down column back to
+// back, the kernels' bundle layout) in slots; a slot map says which neuron sits where. update() frees
+// the slots of neurons that left the active set and copies only the neurons that entered it, so a
+// neuron that stays active costs nothing (SparseLLM's differential weight caching).
+//
+// Bundles are copied from the model's own gate/up rows and from an input-major copy of down (one
+// contiguous row per down column), not from a second full bundle copy of the MLP: that keeps the extra
+// memory at one third of the MLP (the down copy, which the unfused neuron path builds anyway) plus the
+// compact buffer, instead of a whole MLP. The bundle type is the weights' type when gate, up and down
+// share it (and dim allows its blocks; then every copy is a memcpy and the bundles equal
+// kernels::make_bundles'), else F32 (rows are converted while copying).
+class differential_bundle_cache {
+public:
+    differential_bundle_cache(const layer_weights& lw, int64_t dim, int64_t hidden);
+
+    // Makes the buffer hold exactly `active` (sorted, unique, in [0, hidden)). Statistics go to `stats`.
+    void update(std::span<const int32_t> active, fused_mlp_stats& stats);
+
+    // y[dim] = sum over the active set of down_j * silu(gate_j . x) * (up_j . x). `glu` (optional,
+    // [hidden]) receives the GLU values at the neurons' positions and 0 elsewhere.
+    void run(const float* x, float* y, float* glu, float* scratch, int n_threads);
+
+    int64_t bundle_bytes() const { return m_view.bundle_bytes(); }
+    uint64_t memory_bytes() const { return m_down_t.bytes.size() + m_compact.size(); }
+    int64_t capacity() const { return m_capacity; }
+
+private:
+    void copy_neuron(int32_t j, int32_t slot);
+    void grow(int64_t capacity);
+
+    const layer_weights* m_lw;
+    int64_t m_dim = 0, m_hidden = 0;
+    dtype m_type = dtype::f32;
+    kernels::owned_matrix m_down_t;  // [hidden, dim]: row j = down column j, in m_type
+    std::vector<uint8_t> m_compact;  // m_capacity bundles
+    kernels::bundle_view m_view;     // over m_compact
+    int64_t m_capacity = 0;
+    std::vector<int32_t> m_slot_of;    // [hidden]: slot of each neuron, -1 when absent
+    std::vector<int32_t> m_neuron_at;  // [capacity]: neuron in each slot, -1 when free
+    std::vector<int32_t> m_free;       // free slots (a stack)
+    std::vector<uint32_t> m_mark;      // [hidden]: == m_epoch when in the current active set
+    uint32_t m_epoch = 0;
+    std::vector<int32_t> m_run;        // sorted slots of the active set (the kernel's index list)
+    std::vector<float> m_glu_compact;  // GLU per entry of m_run
+    std::vector<float> m_row;          // conversion scratch
+};
+
+// Every layer's cache plus the kernel scratch: what context keeps while a fused method is attached.
+struct fused_mlp_state {
+    fused_mlp_state(const model& m, int n_threads);
+
+    std::vector<differential_bundle_cache> layers;
+    std::vector<float> scratch;
+    fused_mlp_stats stats;
+};
+
+std::shared_ptr<fused_mlp_state> make_fused_state(const model& m, int n_threads);
+
+}  // namespace sl

@@ -1,0 +1,121 @@
+// Dense, GLU / gate / up pruning and DIP / DIP-CA: the top-k methods of the DIP paper (sections 3-5).
+#include "methods_internal.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace sl {
+
+namespace {
+
+class dense_method final : public sparsity_method {
+public:
+    std::string name() const override { return "dense"; }
+    method_traits traits() const override { return {}; }
+};
+
+class glu_pruning final : public sparsity_method {
+public:
+    glu_pruning(const model_hparams& hp, float keep) : m_k(density_to_k(keep, hp.hidden_dim)) {}
+    std::string name() const override { return "glu"; }
+    method_traits traits() const override {
+        method_traits t;
+        t.down_in = true;
+        return t;
+    }
+    void select_down(const token_info&, std::span<const float> glu, layer_masks& m) override {
+        m_abs.assign(glu.begin(), glu.end());
+        for (float& v : m_abs) v = std::fabs(v);
+        top_k_mask(m_abs, m_k, m.down_in);
+    }
+
+private:
+    int64_t m_k;
+    std::vector<float> m_abs;
+};
+
+class gate_pruning final : public sparsity_method {
+public:
+    gate_pruning(const model_hparams& hp, float keep, bool up_first)
+        : m_k(density_to_k(keep, hp.hidden_dim)), m_up_first(up_first) {}
+    std::string name() const override { return m_up_first ? "up" : "gate"; }
+    method_traits traits() const override {
+        method_traits t;
+        t.up_first = m_up_first;
+        t.neurons_post = true;
+        return t;
+    }
+    void select_after_first(const token_info&, std::span<const float> first, layer_masks& m) override {
+        m_score.resize(first.size());
+        for (size_t i = 0; i < first.size(); ++i) {
+            const float a = first[i];
+            m_score[i] = m_up_first ? std::fabs(a) : std::fabs(a / (1.0f + std::exp(-a)));  // |up| or |silu(gate)|
+        }
+        top_k_mask(m_score, m_k, m.neurons_post);
+    }
+
+private:
+    int64_t m_k;
+    bool m_up_first;
+    std::vector<float> m_score;
+};
+
+// Eq. 10 of the DIP paper: s = |v| (c + gamma (1 - c)) / ||v||_inf. The normalisation does not change
+// a top-k ranking but keeps scores comparable across tokens for inspection.
+void cache_aware_scores(std::span<const float> v, const uint8_t* resident, float gamma, std::vector<float>& s) {
+    s.resize(v.size());
+    float inf_norm = 0.0f;
+    for (float x : v) inf_norm = std::max(inf_norm, std::fabs(x));
+    const float inv = inf_norm > 0.0f ? 1.0f / inf_norm : 0.0f;
+    for (size_t i = 0; i < v.size(); ++i) {
+        const float c = resident ? static_cast<float>(resident[i] != 0) : 1.0f;
+        s[i] = std::fabs(v[i]) * (c + gamma * (1.0f - c)) * inv;
+    }
+}
+
+class dip_method final : public sparsity_method {
+public:
+    dip_method(const model_hparams& hp, float d_in, float d_down, float gamma, bool cache_aware)
+        : m_k_in(density_to_k(d_in, hp.dim)),
+          m_k_down(density_to_k(d_down, hp.hidden_dim)),
+          m_gamma(gamma),
+          m_cache_aware(cache_aware) {}
+    std::string name() const override { return m_cache_aware ? "dip-ca" : "dip"; }
+    method_traits traits() const override {
+        method_traits t;
+        t.mlp_inputs = true;
+        t.down_in = true;
+        return t;
+    }
+    void select_mlp_inputs(const token_info& t, std::span<const float> x, layer_masks& m) override {
+        cache_aware_scores(x, m_cache_aware ? t.resident_inputs : nullptr, m_gamma, m_score);
+        top_k_mask(m_score, m_k_in, m.gate_in);
+        m.up_in = m.gate_in;  // one unit = the same input column of both matrices
+    }
+    void select_down(const token_info& t, std::span<const float> glu, layer_masks& m) override {
+        cache_aware_scores(glu, m_cache_aware ? t.resident_neurons : nullptr, m_gamma, m_score);
+        top_k_mask(m_score, m_k_down, m.down_in);
+    }
+
+private:
+    int64_t m_k_in, m_k_down;
+    float m_gamma;
+    bool m_cache_aware;
+    std::vector<float> m_score;
+};
+
+}  // namespace
+
+std::unique_ptr<sparsity_method> make_dense_method() { return std::make_unique<dense_method>(); }
+std::unique_ptr<sparsity_method> make_glu_pruning(const model_hparams& hp, float keep) {
+    return std::make_unique<glu_pruning>(hp, keep);
+}
+std::unique_ptr<sparsity_method> make_gate_pruning(const model_hparams& hp, float keep, bool up_first) {
+    return std::make_unique<gate_pruning>(hp, keep, up_first);
+}
+std::unique_ptr<sparsity_method> make_dip(const model_hparams& hp, float d_in, float d_down, float gamma,
+                                          bool cache_aware) {
+    return std::make_unique<dip_method>(hp, d_in, d_down, gamma, cache_aware);
+}
+
+}  // namespace sl

@@ -1,0 +1,132 @@
+// Mask helpers shared by every sparsity method and the engine: top-k, thresholds, densities.
+#include "sparselens/core/sparsity.h"
+
+#include <algorithm>
+#include <cmath>
+#include <iterator>
+#include <numeric>
+
+namespace sl {
+
+bool index_mask::contains(int32_t i) const { return all || std::binary_search(idx.begin(), idx.end(), i); }
+
+const char* proj_name(proj p) {
+    static const char* names[proj_count] = {"q", "k", "v", "o", "gate", "up", "down"};
+    return names[static_cast<int>(p)];
+}
+
+void layer_masks::reset() {
+    for (index_mask* m : {&q_in, &k_in, &v_in, &o_in, &gate_in, &up_in, &neurons_pre, &neurons_post, &down_in})
+        m->set_all();
+}
+
+int64_t density_to_k(float density, int64_t n) {
+    if (!(density > 0.0f)) return 0;  // also NaN
+    return std::clamp<int64_t>(static_cast<int64_t>(std::llround(static_cast<double>(density) * n)), 0, n);
+}
+
+void top_k_indices(std::span<const float> scores, int64_t k, std::vector<int32_t>& out) {
+    const int64_t n = static_cast<int64_t>(scores.size());
+    k = std::clamp<int64_t>(k, 0, n);
+    out.resize(static_cast<size_t>(n));
+    std::iota(out.begin(), out.end(), 0);
+    // Strict weak order: larger score first, NaN last, lower index first among equals.
+    auto better = [&](int32_t a, int32_t b) {
+        const float sa = scores[static_cast<size_t>(a)], sb = scores[static_cast<size_t>(b)];
+        const bool na = std::isnan(sa), nb = std::isnan(sb);
+        if (na != nb) return nb;
+        if (!na && sa != sb) return sa > sb;
+        return a < b;
+    };
+    if (k < n) std::nth_element(out.begin(), out.begin() + k, out.end(), better);
+    out.resize(static_cast<size_t>(k));
+    std::sort(out.begin(), out.end());
+}
+
+void threshold_indices(std::span<const float> values, float threshold, std::vector<int32_t>& out) {
+    out.clear();
+    for (size_t i = 0; i < values.size(); ++i)
+        if (std::fabs(values[i]) >= threshold) out.push_back(static_cast<int32_t>(i));
+}
+
+void top_k_mask(std::span<const float> scores, int64_t k, index_mask& out) {
+    if (k >= static_cast<int64_t>(scores.size())) {
+        out.set_all();
+        return;
+    }
+    out.all = false;
+    top_k_indices(scores, k, out.idx);
+}
+
+void threshold_mask(std::span<const float> values, float threshold, index_mask& out) {
+    out.all = false;
+    threshold_indices(values, threshold, out.idx);
+    if (out.idx.size() == values.size()) out.set_all();
+}
+
+void intersect_masks(const index_mask& a, const index_mask& b, index_mask& out) {
+    if (a.all && b.all) {
+        out.set_all();
+        return;
+    }
+    if (a.all || b.all) {
+        out = a.all ? b : a;
+        return;
+    }
+    out.all = false;
+    out.idx.clear();
+    std::set_intersection(a.idx.begin(), a.idx.end(), b.idx.begin(), b.idx.end(), std::back_inserter(out.idx));
+}
+
+namespace {
+
+// |a ∩ b ∩ c| for masks over [0, n).
+int64_t intersect_count(const index_mask& a, const index_mask& b, const index_mask& c, int64_t n) {
+    const index_mask* parts[3] = {&a, &b, &c};
+    const index_mask* base = nullptr;
+    for (const index_mask* p : parts)
+        if (!p->all && (!base || p->idx.size() < base->idx.size())) base = p;
+    if (!base) return n;
+    int64_t count = 0;
+    for (int32_t i : base->idx) {
+        bool in = true;
+        for (const index_mask* p : parts)
+            if (p != base && !p->contains(i)) in = false;
+        count += in;
+    }
+    return count;
+}
+
+}  // namespace
+
+layer_density masks_density(const layer_masks& m, int64_t dim, int64_t hidden, bool up_first) {
+    layer_density d;
+    d.d[static_cast<int>(proj::q)] = m.q_in.density(dim);
+    d.d[static_cast<int>(proj::k)] = m.k_in.density(dim);
+    d.d[static_cast<int>(proj::v)] = m.v_in.density(dim);
+    d.d[static_cast<int>(proj::o)] = m.o_in.density(dim);
+    const index_mask all_mask;
+    const float rows_first = m.neurons_pre.density(hidden);
+    const float rows_second =
+        hidden > 0 ? static_cast<float>(intersect_count(m.neurons_pre, m.neurons_post, all_mask, hidden)) / hidden : 1.0f;
+    const float gate_rows = up_first ? rows_second : rows_first;
+    const float up_rows = up_first ? rows_first : rows_second;
+    d.d[static_cast<int>(proj::gate)] = gate_rows * m.gate_in.density(dim);
+    d.d[static_cast<int>(proj::up)] = up_rows * m.up_in.density(dim);
+    d.d[static_cast<int>(proj::down)] =
+        hidden > 0 ? static_cast<float>(intersect_count(m.neurons_pre, m.neurons_post, m.down_in, hidden)) / hidden
+                   : 1.0f;
+    return d;
+}
+
+float layer_density::mlp() const {
+    return (d[static_cast<int>(proj::gate)] + d[static_cast<int>(proj::up)] + d[static_cast<int>(proj::down)]) / 3.0f;
+}
+
+float layer_density::attention(int64_t dim, int64_t kv_dim) const {
+    const double wq = static_cast<double>(dim), wkv = static_cast<double>(kv_dim);
+    const double total = 2 * wq + 2 * wkv;
+    return static_cast<float>((wq * d[0] + wkv * d[1] + wkv * d[2] + wq * d[3]) / total);
+}
+
+}  // namespace sl

@@ -1,0 +1,131 @@
+// Selection rules on hand-made activations: top-k ties, NaN, all-zero, thresholds, densities, LFU stand-in.
+#include <cmath>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "sparselens/core/residency.h"
+#include "sparselens/core/sparsity.h"
+
+namespace {
+
+using v32 = std::vector<int32_t>;
+
+TEST(TopK, PicksLargestSortedAscending) {
+    std::vector<int32_t> out;
+    sl::top_k_indices(std::vector<float>{0.1f, 5.0f, -3.0f, 4.0f, 2.0f}, 2, out);
+    EXPECT_EQ(out, (v32{1, 3}));
+}
+
+TEST(TopK, TiesGoToLowerIndex) {
+    std::vector<int32_t> out;
+    sl::top_k_indices(std::vector<float>{1, 2, 2, 2, 1}, 2, out);
+    EXPECT_EQ(out, (v32{1, 2}));
+    sl::top_k_indices(std::vector<float>{0, 0, 0, 0}, 3, out);  // all-zero input: first k
+    EXPECT_EQ(out, (v32{0, 1, 2}));
+}
+
+TEST(TopK, NaNRanksLast) {
+    std::vector<int32_t> out;
+    sl::top_k_indices(std::vector<float>{NAN, 1.0f, NAN, 0.5f}, 2, out);
+    EXPECT_EQ(out, (v32{1, 3}));
+    sl::top_k_indices(std::vector<float>{NAN, 1.0f, NAN, 0.5f}, 3, out);
+    EXPECT_EQ(out, (v32{0, 1, 3}));
+}
+
+TEST(TopK, KClampedAndFullDensityIsAll) {
+    std::vector<int32_t> out;
+    sl::top_k_indices(std::vector<float>{1, 2}, 5, out);
+    EXPECT_EQ(out, (v32{0, 1}));
+    sl::top_k_indices(std::vector<float>{1, 2}, -1, out);
+    EXPECT_TRUE(out.empty());
+    sl::index_mask m;
+    sl::top_k_mask(std::vector<float>{1, 2, 3}, 3, m);
+    EXPECT_TRUE(m.all);
+    sl::top_k_mask(std::vector<float>{1, 2, 3}, 0, m);
+    EXPECT_FALSE(m.all);
+    EXPECT_EQ(m.count(3), 0);
+}
+
+TEST(Threshold, AbsoluteValueAndNaN) {
+    sl::index_mask m;
+    sl::threshold_mask(std::vector<float>{-2.0f, 0.5f, NAN, 1.0f, -0.99f}, 1.0f, m);
+    EXPECT_FALSE(m.all);
+    EXPECT_EQ(m.idx, (v32{0, 3}));
+    sl::threshold_mask(std::vector<float>{-2.0f, 0.0f}, 0.0f, m);  // threshold 0 keeps everything
+    EXPECT_TRUE(m.all);
+}
+
+TEST(DensityToK, RoundsAndClamps) {
+    EXPECT_EQ(sl::density_to_k(0.5f, 172), 86);
+    EXPECT_EQ(sl::density_to_k(0.0f, 172), 0);
+    EXPECT_EQ(sl::density_to_k(1.5f, 10), 10);
+    EXPECT_EQ(sl::density_to_k(NAN, 10), 0);
+}
+
+TEST(Masks, IntersectAndDensity) {
+    sl::index_mask a, b, out;
+    a.all = false;
+    a.idx = {1, 3, 5, 7};
+    b.all = false;
+    b.idx = {3, 4, 5};
+    sl::intersect_masks(a, b, out);
+    EXPECT_EQ(out.idx, (v32{3, 5}));
+    sl::index_mask all;
+    sl::intersect_masks(all, a, out);
+    EXPECT_EQ(out.idx, a.idx);
+
+    sl::layer_masks m;
+    m.reset();
+    m.gate_in.all = false;
+    m.gate_in.idx = {0, 1};  // 2 of 8 inputs
+    m.up_in = m.gate_in;
+    m.down_in.all = false;
+    m.down_in.idx = {0, 2, 4, 6, 8};  // 5 of 10 neurons
+    const sl::layer_density d = sl::masks_density(m, 8, 10, false);
+    EXPECT_FLOAT_EQ(d.d[static_cast<int>(sl::proj::gate)], 0.25f);
+    EXPECT_FLOAT_EQ(d.d[static_cast<int>(sl::proj::up)], 0.25f);
+    EXPECT_FLOAT_EQ(d.d[static_cast<int>(sl::proj::down)], 0.5f);
+    EXPECT_FLOAT_EQ(d.mlp(), (0.25f + 0.25f + 0.5f) / 3);
+    EXPECT_FLOAT_EQ(d.attention(8, 4), 1.0f);
+
+    // Gate pruning: up rows and down columns follow neurons_post.
+    m.reset();
+    m.neurons_post.all = false;
+    m.neurons_post.idx = {1, 2};
+    const sl::layer_density g = sl::masks_density(m, 8, 10, false);
+    EXPECT_FLOAT_EQ(g.d[static_cast<int>(sl::proj::gate)], 1.0f);
+    EXPECT_FLOAT_EQ(g.d[static_cast<int>(sl::proj::up)], 0.2f);
+    EXPECT_FLOAT_EQ(g.d[static_cast<int>(sl::proj::down)], 0.2f);
+    const sl::layer_density u = sl::masks_density(m, 8, 10, true);
+    EXPECT_FLOAT_EQ(u.d[static_cast<int>(sl::proj::gate)], 0.2f);
+    EXPECT_FLOAT_EQ(u.d[static_cast<int>(sl::proj::up)], 1.0f);
+}
+
+TEST(LfuResidency, KeepsMostFrequentWithinCapacity) {
+    sl::lfu_residency r(1, 4, 4, 0.5f);  // 2 of 4 units per group
+    sl::layer_masks m;
+    m.reset();
+    m.gate_in.all = false;
+    m.down_in.all = false;
+    auto use = [&](v32 in, int pos) {
+        m.gate_in.idx = in;
+        m.down_in.idx = in;
+        r.on_token(0, pos, m);
+    };
+    use({0, 1}, 0);
+    use({0, 2}, 1);
+    use({0, 2}, 2);
+    const uint8_t* res = r.resident_inputs(0);
+    EXPECT_EQ(std::vector<uint8_t>(res, res + 4), (std::vector<uint8_t>{1, 0, 1, 0}));
+    const uint8_t* neu = r.resident_neurons(0);
+    EXPECT_EQ(std::vector<uint8_t>(neu, neu + 4), (std::vector<uint8_t>{1, 0, 1, 0}));
+    // First touches are misses; token 3 hits 0 and 2 (resident after token 2), misses 3.
+    const uint64_t misses_before = r.misses();
+    use({0, 2, 3}, 3);
+    EXPECT_EQ(r.misses() - misses_before, 2u);  // unit 3 in inputs and in neurons
+    r.reset();
+    EXPECT_EQ(r.resident_inputs(0)[0], 0);
+}
+
+}  // namespace
