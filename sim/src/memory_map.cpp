@@ -1,0 +1,304 @@
+// Byte accounting of a model at a bit-width, MLP unit kinds and layouts, and the DRAM allocation.
+#include "sparselens/sim/memory_map.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+namespace sl::sim {
+
+namespace {
+
+// Which of gate (1), up (2), down (4) a unit kind covers.
+uint32_t coverage(unit_kind k) {
+    switch (k) {
+        case unit_kind::neuron_bundle:
+            return 1 | 2 | 4;
+        case unit_kind::up_down_bundle:
+            return 2 | 4;
+        case unit_kind::gate_row:
+            return 1;
+        case unit_kind::up_row:
+            return 2;
+        case unit_kind::down_column:
+            return 4;
+        case unit_kind::input_column_pair:
+            return 1 | 2;
+        case unit_kind::up_column:
+            return 2;
+        case unit_kind::gate_column:
+            return 1;
+    }
+    return 0;
+}
+
+__extension__ typedef unsigned __int128 u128;  // exact proportional splits of 64-bit byte counts
+
+bool column_kind(unit_kind k) {
+    return k == unit_kind::input_column_pair || k == unit_kind::up_column || k == unit_kind::gate_column;
+}
+
+std::string gib(uint64_t b) {
+    std::ostringstream os;
+    os.precision(3);
+    os << std::fixed << static_cast<double>(b) / 1e9 << " GB";
+    return os.str();
+}
+
+}  // namespace
+
+quant_format quant_default(uint32_t bits) {
+    quant_format q;
+    q.bits = bits;
+    q.group_size = bits >= 16 ? 0 : 32;
+    q.scale_bits = 16;
+    return q;
+}
+
+outcome quant_validate(const quant_format& q) {
+    if (q.bits < 1 || q.bits > 32) return error{"bits must be in [1, 32] (got " + std::to_string(q.bits) + ")"};
+    if (q.embedding_bits > 32) return error{"embedding bits must be in [0, 32]"};
+    if (q.group_size > (1u << 20)) return error{"quantization group size must be <= 1048576"};
+    if (q.group_size > 0 && (q.scale_bits < 1 || q.scale_bits > 32)) return error{"scale bits must be in [1, 32]"};
+    return {};
+}
+
+uint64_t weight_bytes(uint64_t n, uint32_t bits, const quant_format& q) {
+    uint64_t b = (n * bits + 7) / 8;
+    if (q.group_size > 0) {
+        const uint64_t groups = (n + q.group_size - 1) / q.group_size;
+        b += (groups * q.scale_bits + 7) / 8;
+    }
+    return b;
+}
+
+const char* unit_kind_name(unit_kind k) {
+    switch (k) {
+        case unit_kind::neuron_bundle:
+            return "neuron_bundle";
+        case unit_kind::up_down_bundle:
+            return "up_down_bundle";
+        case unit_kind::gate_row:
+            return "gate_row";
+        case unit_kind::up_row:
+            return "up_row";
+        case unit_kind::down_column:
+            return "down_column";
+        case unit_kind::input_column_pair:
+            return "input_column_pair";
+        case unit_kind::up_column:
+            return "up_column";
+        case unit_kind::gate_column:
+            return "gate_column";
+    }
+    return "?";
+}
+
+bool unit_kind_parse(const std::string& name, unit_kind& out) {
+    for (uint8_t i = 0; i < unit_kind_count; ++i) {
+        if (name == unit_kind_name(static_cast<unit_kind>(i))) {
+            out = static_cast<unit_kind>(i);
+            return true;
+        }
+    }
+    return false;
+}
+
+uint32_t unit_kind_pieces(unit_kind k) {
+    switch (k) {
+        case unit_kind::neuron_bundle:
+            return 3;
+        case unit_kind::up_down_bundle:
+        case unit_kind::input_column_pair:
+            return 2;
+        default:
+            return 1;
+    }
+}
+
+uint64_t unit_kind_piece_weights(unit_kind k, const model_shape& s) {
+    return column_kind(k) ? static_cast<uint64_t>(s.hidden_dim) : static_cast<uint64_t>(s.dim);
+}
+
+uint32_t unit_kind_units(unit_kind k, const model_shape& s) {
+    return static_cast<uint32_t>(column_kind(k) ? s.dim : s.hidden_dim);
+}
+
+uint64_t unit_kind_bytes(unit_kind k, const model_shape& s, const quant_format& q) {
+    return unit_kind_pieces(k) * weight_bytes(unit_kind_piece_weights(k, s), q.bits, q);
+}
+
+outcome layout_validate(const mlp_layout& l) {
+    if (l.groups.empty() || l.groups.size() > 4) return error{"an MLP layout needs 1 to 4 unit groups"};
+    uint32_t covered = 0;
+    for (unit_kind k : l.groups) {
+        if (static_cast<uint8_t>(k) >= unit_kind_count) return error{"unknown unit kind in MLP layout"};
+        if (covered & coverage(k))
+            return error{std::string("MLP layout covers a matrix twice (") + unit_kind_name(k) +
+                         " overlaps an earlier group)"};
+        covered |= coverage(k);
+    }
+    return {};
+}
+
+result<mlp_layout> layout_parse(const std::string& text) {
+    mlp_layout l;
+    if (text == "bundle" || text == "dense") {
+        l.groups = {unit_kind::neuron_bundle};
+    } else if (text == "dip") {
+        l.groups = {unit_kind::input_column_pair, unit_kind::down_column};
+    } else if (text == "cats") {
+        l.groups = {unit_kind::up_down_bundle};
+    } else {
+        l.groups.clear();
+        std::stringstream ss(text);
+        std::string part;
+        while (std::getline(ss, part, ',')) {
+            unit_kind k{};
+            if (!unit_kind_parse(part, k))
+                return error{"unknown MLP layout '" + text + "' (use bundle, dip, cats or unit kinds such as " +
+                             "input_column_pair,down_column)"};
+            l.groups.push_back(k);
+        }
+    }
+    if (auto o = layout_validate(l); !o) return error{"MLP layout '" + text + "': " + o.message()};
+    return l;
+}
+
+std::string layout_name(const mlp_layout& l) {
+    std::string s;
+    for (unit_kind k : l.groups) s += (s.empty() ? "" : ",") + std::string(unit_kind_name(k));
+    return s;
+}
+
+uint64_t memory_map::resident_bytes() const {
+    return attention_bytes + embedding_bytes + classifier_bytes + norm_bytes + kv_cache_bytes + mlp_static_bytes +
+           extra_resident_bytes;
+}
+
+uint64_t memory_map::per_token_static_read_bytes() const {
+    const uint32_t eb = quant.embedding_bits ? quant.embedding_bits : quant.bits;
+    const uint64_t classifier = shape.tied_embeddings ? embedding_bytes : classifier_bytes;
+    return attention_bytes + classifier + weight_bytes(static_cast<uint64_t>(shape.dim), eb, quant) + norm_bytes +
+           kv_cache_bytes + mlp_static_bytes + extra_resident_bytes;
+}
+
+uint64_t memory_map::weight_bytes_total() const {
+    return attention_bytes + embedding_bytes + classifier_bytes + norm_bytes + mlp_static_bytes + mlp_dynamic_bytes;
+}
+
+result<memory_map> memory_map_build(const model_shape& s, const quant_format& q, const mlp_layout& l,
+                                    uint32_t context_tokens, uint64_t extra_resident_bytes) {
+    if (auto o = shape_validate(s, s.name.empty() ? "model shape" : s.name); !o) return o.err();
+    if (auto o = quant_validate(q); !o) return o.err();
+    if (auto o = layout_validate(l); !o) return o.err();
+    memory_map mm;
+    mm.shape = s;
+    mm.quant = q;
+    mm.layout = l;
+    mm.context_tokens = context_tokens;
+    mm.extra_resident_bytes = extra_resident_bytes;
+    const uint64_t L = static_cast<uint64_t>(s.n_layers);
+    const uint64_t dim = static_cast<uint64_t>(s.dim), hidden = static_cast<uint64_t>(s.hidden_dim);
+    const uint64_t kv = static_cast<uint64_t>(s.kv_dim());
+    const uint64_t row_dim = weight_bytes(dim, q.bits, q);
+    mm.attention_bytes = L * (dim + kv + kv + dim) * row_dim;  // wq, wk, wv, wo: rows of `dim` inputs
+    const uint32_t eb = q.embedding_bits ? q.embedding_bits : q.bits;
+    mm.embedding_bytes = static_cast<uint64_t>(s.vocab_size) * weight_bytes(dim, eb, q);
+    mm.classifier_bytes = s.tied_embeddings ? 0 : mm.embedding_bytes;
+    mm.norm_bytes = (2 * L + 1) * dim * 2;
+    mm.kv_cache_bytes = 2 * L * kv * context_tokens * 2;
+
+    uint32_t covered = 0;
+    for (unit_kind k : l.groups) {
+        covered |= coverage(k);
+        unit_group_info g;
+        g.kind = k;
+        g.units_per_layer = unit_kind_units(k, s);
+        g.unit_bytes = unit_kind_bytes(k, s, q);
+        mm.groups.push_back(g);
+        mm.mlp_dynamic_bytes += L * g.layer_bytes();
+    }
+    const uint64_t gate_or_up = hidden * row_dim;                 // [hidden, dim]
+    const uint64_t down = dim * weight_bytes(hidden, q.bits, q);  // [dim, hidden]
+    if (!(covered & 1)) mm.mlp_static_bytes += L * gate_or_up;
+    if (!(covered & 2)) mm.mlp_static_bytes += L * gate_or_up;
+    if (!(covered & 4)) mm.mlp_static_bytes += L * down;
+    return mm;
+}
+
+result<allocation> allocate(const memory_map& mm, uint64_t dram_bytes, std::span<const double> layer_weights) {
+    const uint32_t L = static_cast<uint32_t>(mm.shape.n_layers);
+    const uint32_t G = static_cast<uint32_t>(mm.groups.size());
+    if (!layer_weights.empty() && layer_weights.size() != L)
+        return error{"layer weights: " + std::to_string(layer_weights.size()) + " values for " + std::to_string(L) +
+                     " layers"};
+    double wmax = 0;
+    for (double w : layer_weights) {
+        if (!std::isfinite(w) || w < 0) return error{"layer weights must be finite and >= 0"};
+        wmax = std::max(wmax, w);
+    }
+    if (!layer_weights.empty() && wmax <= 0) return error{"layer weights are all zero"};
+
+    allocation a;
+    a.dram_bytes = dram_bytes;
+    a.resident_bytes = mm.resident_bytes();
+    a.layer_cache_bytes.assign(L, 0);
+    a.stream_capacity.assign(size_t{L} * G, 0);
+    if (a.resident_bytes > dram_bytes) {
+        a.fits = false;
+        a.static_overflow_bytes = a.resident_bytes - dram_bytes;
+        a.message = "the resident part (attention, embeddings, norms, KV cache, static MLP) needs " +
+                    gib(a.resident_bytes) + " but only " + gib(dram_bytes) +
+                    " of DRAM is available: " + gib(a.static_overflow_bytes) +
+                    " stream from flash every token and no MLP cache is left";
+        return a;
+    }
+    a.cache_bytes = dram_bytes - a.resident_bytes;
+
+    // Integer weights so that equal weights split exactly like an integer division.
+    std::vector<uint64_t> w(L, 1);
+    if (!layer_weights.empty())
+        for (uint32_t l = 0; l < L; ++l) w[l] = static_cast<uint64_t>(std::llround(layer_weights[l] / wmax * 1e12));
+    uint64_t layer_need = 0;
+    for (const unit_group_info& g : mm.groups) layer_need += g.layer_bytes();
+
+    // Water-filling: proportional shares, capped at what a layer can hold, excess handed on.
+    uint64_t remaining = a.cache_bytes;
+    std::vector<bool> open(L, true);
+    for (uint32_t round = 0; round <= L && remaining > 0; ++round) {
+        u128 wsum = 0;
+        for (uint32_t l = 0; l < L; ++l)
+            if (open[l]) wsum += w[l];
+        if (wsum == 0) break;
+        uint64_t handed = 0;
+        bool capped = false;
+        for (uint32_t l = 0; l < L; ++l) {
+            if (!open[l]) continue;
+            uint64_t share = static_cast<uint64_t>(static_cast<u128>(remaining) * w[l] / wsum);
+            if (a.layer_cache_bytes[l] + share >= layer_need) {
+                share = layer_need - a.layer_cache_bytes[l];
+                open[l] = false;
+                capped = true;
+            }
+            a.layer_cache_bytes[l] += share;
+            handed += share;
+        }
+        remaining -= handed;
+        if (!capped) break;
+    }
+
+    for (uint32_t l = 0; l < L; ++l) {
+        for (uint32_t gi = 0; gi < G; ++gi) {
+            const unit_group_info& g = mm.groups[gi];
+            const uint64_t bytes =
+                static_cast<uint64_t>(static_cast<u128>(a.layer_cache_bytes[l]) * g.layer_bytes() / layer_need);
+            const uint64_t units = std::min<uint64_t>(g.units_per_layer, bytes / g.unit_bytes);
+            a.stream_capacity[size_t{l} * G + gi] = static_cast<uint32_t>(units);
+            a.used_cache_bytes += units * g.unit_bytes;
+        }
+    }
+    return a;
+}
+
+}  // namespace sl::sim
