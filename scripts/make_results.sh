@@ -13,7 +13,8 @@ mkdir -p "$OUT"
 "$B" calibrate "$M" "$TEXT" -z "$TOK" --out "$OUT/stories260K.calib" --max-tokens 32768
 METHODS=$("$B" eval --help | sed -n 's/.*--method.*{\(.*\)}.*/\1/p' | tr -d ' ' | sed 's/^dense,//')
 [ -n "$METHODS" ] || METHODS="glu,gate,up,dip,dip-ca"
+# Calibrated on the first 32768 tokens, evaluated on held-out windows from token 40000 on.
 "$B" sweep "$M" "$TEXT" -z "$TOK" --calib "$OUT/stories260K.calib" --methods "$METHODS" \
-  --densities 0.3,0.4,0.5,0.6,0.7,0.8,0.9 --windows 64 --out "$OUT/sweep.json" --csv "$OUT/sweep.csv"
+  --densities 0.3,0.4,0.5,0.6,0.7,0.8,0.9 --windows 64 --offset 40000 --out "$OUT/sweep.json" --csv "$OUT/sweep.csv"
 python3 "$SL_ROOT/scripts/results_table.py" "$OUT/sweep.json" "$SL_ROOT/docs/results.md"
 sl_log "wrote docs/results.md"

@@ -18,6 +18,17 @@ void add_method_options(CLI::App* c, method_opts& o) {
     c->add_option("-c,--ctx", o.n_ctx, "Window length: first half prompt, second half scored")->check(CLI::Range(8, 1 << 16));
     c->add_option("--windows", o.windows, "Windows of text to evaluate (0: all)")->check(CLI::NonNegativeNumber);
     c->add_option("--threads", o.threads, "Worker threads (0: all cores)")->check(CLI::NonNegativeNumber);
+    c->add_option("--offset", o.offset, "Skip this many text tokens first (held-out evaluation after calibration)")
+        ->check(CLI::NonNegativeNumber);
+}
+
+std::vector<int32_t> eval_tokens(const loaded_model& lm, const std::string& text_path, const method_opts& o) {
+    std::vector<int32_t> tokens = encode_prompt(lm, read_text(text_path));
+    if (o.offset >= static_cast<int64_t>(tokens.size()))
+        throw cli_error(text_path + ": --offset " + std::to_string(o.offset) + " skips all " +
+                        std::to_string(tokens.size()) + " tokens");
+    tokens.erase(tokens.begin(), tokens.begin() + o.offset);
+    return tokens;
 }
 
 std::optional<calibration> load_calibration(const method_opts& o, const model& m, bool required) {

@@ -18,7 +18,11 @@ struct method_opts {
     int32_t n_ctx = 128;
     int32_t windows = 16;
     int32_t threads = 0;
+    int64_t offset = 0;      // skip this many text tokens (evaluate on text the calibration did not see)
 };
+
+// The text's tokens after --offset; an error when nothing is left.
+std::vector<int32_t> eval_tokens(const loaded_model& lm, const std::string& text_path, const method_opts& o);
 
 // --density, --d-in, --d-down, --gamma, --attn-density, --rank, --pin, --calib, --ctx, --windows, --threads.
 void add_method_options(CLI::App* c, method_opts& o);

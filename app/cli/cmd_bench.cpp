@@ -5,7 +5,7 @@
 #include <random>
 
 #include "bench_kernels.h"
-#include "cli_common.h"
+#include "cli_methods.h"
 #include "sparselens/core/context.h"
 #include "sparselens/kernels/kernels.h"
 #include "sparselens/kernels/membw.h"
@@ -16,6 +16,7 @@ namespace {
 
 struct bench_opts {
     std::string model_path;
+    method_opts method;  // --method: also measure decode with a sparsity method against dense
     int32_t prompt_len = 64;
     int32_t gen = 32;
     int32_t threads = 0;
@@ -29,6 +30,52 @@ double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     const size_t n = v.size();
     return n == 0 ? 0.0 : (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]));
+}
+
+struct decode_timing {
+    double prefill_tps = 0.0;
+    double decode_tps = 0.0;  // 1 / median per-token decode time
+    size_t decoded = 0;
+    double bytes_per_token = 0.0;  // weights the decode path read, from the densities it reported
+};
+
+// Weight bytes one decoded token read: every projection scaled by the density the engine reported for
+// it (all 1 without a method), plus the classifier and one embedding row.
+double read_bytes_per_token(const context& ctx) {
+    const model& m = ctx.get_model();
+    const double tokens = static_cast<double>(ctx.density_tokens());
+    double bytes = static_cast<double>(m.output.bytes() + m.tok_embd.row_bytes());
+    for (size_t l = 0; l < m.layers.size(); ++l) {
+        const layer_weights& lw = m.layers[l];
+        const tensor_view* views[proj_count] = {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down};
+        for (int p = 0; p < proj_count; ++p) {
+            const double d = tokens > 0 ? ctx.density_sum()[l].d[p] / tokens : 1.0;
+            bytes += d * static_cast<double>(views[p]->bytes());
+        }
+    }
+    return bytes;
+}
+
+decode_timing time_decode(context& ctx, const std::vector<int32_t>& prompt, const bench_opts& o) {
+    using clock = std::chrono::steady_clock;
+    const int32_t vocab = ctx.vocab_size();
+    std::vector<double> prefill_tps, decode_token_s;
+    double bytes = 0.0;
+    for (int32_t rep = 0; rep < o.reps; ++rep) {
+        const auto t0 = clock::now();
+        const float* logits = ctx.prefill(prompt, 0);
+        prefill_tps.push_back(o.prompt_len / std::chrono::duration<double>(clock::now() - t0).count());
+        ctx.reset_density();
+        int32_t tok = static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);
+        for (int32_t i = 0; i < o.gen; ++i) {
+            const auto t1 = clock::now();
+            logits = ctx.decode(tok, o.prompt_len + i);
+            decode_token_s.push_back(std::chrono::duration<double>(clock::now() - t1).count());
+            tok = static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);
+        }
+        bytes = ctx.method() ? read_bytes_per_token(ctx) : static_cast<double>(ctx.decode_weight_bytes());
+    }
+    return {median(prefill_tps), 1.0 / median(decode_token_s), decode_token_s.size(), bytes};
 }
 
 int run_bench(const bench_opts& o) {
@@ -59,38 +106,45 @@ int run_bench(const bench_opts& o) {
         std::vector<int32_t> prompt(static_cast<size_t>(o.prompt_len));
         for (int32_t& t : prompt) t = dist(rng);
 
-        using clock = std::chrono::steady_clock;
-        std::vector<double> prefill_tps, decode_token_s;
-        for (int32_t rep = 0; rep < o.reps; ++rep) {
-            const auto t0 = clock::now();
-            const float* logits = ctx.prefill(prompt, 0);
-            prefill_tps.push_back(o.prompt_len / std::chrono::duration<double>(clock::now() - t0).count());
-            int32_t tok = static_cast<int32_t>(std::max_element(logits, logits + m.hp.vocab_size) - logits);
-            for (int32_t i = 0; i < o.gen; ++i) {
-                const auto t1 = clock::now();
-                logits = ctx.decode(tok, o.prompt_len + i);
-                decode_token_s.push_back(std::chrono::duration<double>(clock::now() - t1).count());
-                tok = static_cast<int32_t>(std::max_element(logits, logits + m.hp.vocab_size) - logits);
-            }
-        }
-        const double decode_tps = 1.0 / median(decode_token_s);
-        const double bytes = static_cast<double>(ctx.decode_weight_bytes());
-        const double achieved = bytes * decode_tps / 1e9;
+        const decode_timing dense = time_decode(ctx, prompt, o);
+        const double achieved = dense.bytes_per_token * dense.decode_tps / 1e9;
         j["model"] = o.model_path;
         j["prompt_len"] = o.prompt_len;
         j["gen"] = o.gen;
-        j["prefill_tokens_per_second"] = median(prefill_tps);
-        j["decode_tokens_per_second"] = decode_tps;
-        j["decode_weight_bytes_per_token"] = bytes;
+        j["prefill_tokens_per_second"] = dense.prefill_tps;
+        j["decode_tokens_per_second"] = dense.decode_tps;
+        j["decode_weight_bytes_per_token"] = dense.bytes_per_token;
         j["decode_weight_gbs"] = achieved;
         if (membw > 0) j["fraction_of_read_bandwidth"] = achieved / membw;
         if (!o.json) {
-            std::printf("model      %s (%.1f MiB read per decoded token)\n", o.model_path.c_str(), bytes / (1 << 20));
-            std::printf("prefill    %.1f tokens/s (%d-token prompt, median of %d)\n", median(prefill_tps), o.prompt_len, o.reps);
-            std::printf("decode     %.2f tokens/s (median over %zu tokens) = %.2f GB/s of weights",
-                        decode_tps, decode_token_s.size(), achieved);
+            std::printf("model      %s (%.1f MiB read per decoded token)\n", o.model_path.c_str(),
+                        dense.bytes_per_token / (1 << 20));
+            std::printf("prefill    %.1f tokens/s (%d-token prompt, median of %d)\n", dense.prefill_tps, o.prompt_len, o.reps);
+            std::printf("decode     %.2f tokens/s (median over %zu tokens) = %.2f GB/s of weights", dense.decode_tps,
+                        dense.decoded, achieved);
             if (membw > 0) std::printf(" = %.1f%% of measured read bandwidth", 100.0 * achieved / membw);
             std::printf("\n");
+        }
+        if (o.method.cfg.name != "dense") {
+            const std::optional<calibration> cal = load_calibration(o.method, m, method_needs_calibration(o.method.cfg.name));
+            auto method = take(make_method(o.method.cfg, m, cal ? &*cal : nullptr));
+            ctx.set_method(method.get());
+            const decode_timing sparse = time_decode(ctx, prompt, o);
+            const double ideal = dense.bytes_per_token / sparse.bytes_per_token;
+            const double measured = sparse.decode_tps / dense.decode_tps;
+            j["method"] = {{"name", o.method.cfg.name},
+                           {"density_target", o.method.cfg.density},
+                           {"decode_tokens_per_second", sparse.decode_tps},
+                           {"decode_weight_bytes_per_token", sparse.bytes_per_token},
+                           {"speedup", measured},
+                           {"ideal_speedup", ideal},
+                           {"fraction_of_ideal", measured / ideal},
+                           {"layout_bytes", ctx.layout_bytes()}};
+            if (!o.json)
+                std::printf("%-10s %.2f tokens/s reading %.1f MiB/token: speed-up %.2fx of an ideal %.2fx (%.0f%%); "
+                            "layouts %.1f MiB\n",
+                            o.method.cfg.name.c_str(), sparse.decode_tps, sparse.bytes_per_token / (1 << 20), measured,
+                            ideal, 100.0 * measured / ideal, static_cast<double>(ctx.layout_bytes()) / (1 << 20));
         }
     }
     if (o.json) print_json(j);
@@ -109,6 +163,11 @@ void register_bench(CLI::App& app, command_fn& run) {
     c->add_option("--threads", o->threads, "Worker threads (0: all cores)")->check(CLI::NonNegativeNumber);
     c->add_flag("--membw", o->membw, "Also measure the machine's read bandwidth (the roofline)");
     c->add_option("--membw-gib", o->membw_gib, "Buffer size for --membw in GiB")->check(CLI::Range(0.01, 64.0));
+    c->add_option("-m,--method", o->method.cfg.name, "Also decode with this sparsity method and compare")
+        ->check(CLI::IsMember(method_names()));
+    c->add_option("--density", o->method.cfg.density, "Method: target MLP density")->check(CLI::Range(0.0, 1.0));
+    c->add_option("--gamma", o->method.cfg.gamma, "DIP-CA gamma")->check(CLI::Range(0.0, 1.0));
+    c->add_option("--calib", o->method.calib_path, "Calibration for methods that need one (default MODEL.calib)");
     c->add_flag("--json", o->json, "Machine-readable output");
     // `bench kernels` sets `run` itself; CLI11 runs this parent callback after it, so leave it alone then.
     CLI::App* kernels = register_bench_kernels(*c, run);

@@ -21,7 +21,7 @@ int run_eval(eval_opts o) {
     loaded_model lm = load_model(o.model_path, o.tokenizer_path, true);
     const std::optional<calibration> cal = load_calibration(o.m, *lm.m, method_needs_calibration(o.m.cfg.name));
     auto method = take(make_method(o.m.cfg, *lm.m, cal ? &*cal : nullptr));
-    const std::vector<int32_t> tokens = encode_prompt(lm, read_text(o.text_path));
+    const std::vector<int32_t> tokens = eval_tokens(lm, o.text_path, o.m);
 
     context_params cp = context_default_params();
     cp.n_threads = o.m.threads;

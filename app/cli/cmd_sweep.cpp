@@ -43,7 +43,7 @@ int run_sweep(sweep_opts o) {
     bool need_cal = false;
     for (const std::string& n : o.methods) need_cal = need_cal || method_needs_calibration(n);
     const std::optional<calibration> cal = load_calibration(o.m, *lm.m, need_cal);
-    const std::vector<int32_t> tokens = encode_prompt(lm, read_text(o.text_path));
+    const std::vector<int32_t> tokens = eval_tokens(lm, o.text_path, o.m);
 
     context_params cp = context_default_params();
     cp.n_threads = o.m.threads;
