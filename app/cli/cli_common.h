@@ -54,6 +54,7 @@ void register_make_synthetic(CLI::App& app, command_fn& run);
 void register_eval(CLI::App& app, command_fn& run);
 void register_sweep(CLI::App& app, command_fn& run);
 void register_sim(CLI::App& app, command_fn& run);
+void register_trace(CLI::App& app, command_fn& run);
 void register_calibrate(CLI::App& app, command_fn& run);
 
 }  // namespace sl::cli

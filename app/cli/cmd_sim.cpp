@@ -431,3 +431,31 @@ void register_sim(CLI::App& app, command_fn& run) {
 }
 
 }  // namespace sl::cli
+
+namespace sl::cli {
+
+// `sparselens trace MODEL TEXT --method M --out FILE`: record the engine's masks for replay under many
+// device/policy settings (`sim --trace FILE`). Cache-aware methods see the simulated cache of the
+// device given here while recording.
+void register_trace(CLI::App& app, command_fn& run) {
+    auto o = std::make_shared<sim_opts>();
+    CLI::App* c = app.add_subcommand("trace", "Record a method's per-token masks as a trace file for `sim --trace`");
+    c->add_option("model_text", o->positional, "MODEL TEXT")->required()->expected(2);
+    c->add_option("-o,--out", o->trace_out, "Trace file to write")->required();
+    c->add_option("--method", o->method, "Sparsity method (see eval --help)")->check(CLI::IsMember(method_names()));
+    c->add_option("--density", o->density, "Target MLP density")->check(CLI::Range(0.0, 1.0));
+    c->add_option("--gamma", o->gamma, "DIP-CA weight of units not cached")->check(CLI::Range(0.0, 1.0));
+    c->add_option("-z,--tokenizer", o->tokenizer, "llama2.c tokenizer.bin (default: embedded or beside the model)");
+    c->add_option("--calib", o->calib, "Calibration file for methods that need one (default MODEL.calib)");
+    c->add_option("--tokens", o->tokens, "Tokens of TEXT to run")->check(CLI::Range(1, 1 << 20));
+    c->add_option("--layout", o->layout, "MLP units (default: dip for DIP methods, else bundle)");
+    c->add_option("--device", o->device, "Device whose cache cache-aware methods see while recording");
+    c->add_option("--dram", o->dram, "DRAM available to the model, e.g. 4GB");
+    c->add_option("--bits", o->bits, "Weight bits")->check(CLI::Range(1, 32));
+    c->add_option("--context", o->context, "KV cache context tokens");
+    c->add_option("--policy", o->policy, "Cache policy while recording: none, lru, lfu, window");
+    c->add_flag("--json", o->json, "Machine-readable output");
+    c->callback([o, &run] { run = [o] { return run_online(*o); }; });
+}
+
+}  // namespace sl::cli

@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
     sl::cli::register_eval(app, run);
     sl::cli::register_sweep(app, run);
     sl::cli::register_sim(app, run);
+    sl::cli::register_trace(app, run);
     sl::cli::register_calibrate(app, run);
 
     try {

@@ -96,18 +96,18 @@ TEST(Cli, PerplexityJson) {
 
 // Online simulation: the engine's DIP-CA masks step the simulator, whose cache state feeds back.
 TEST(Cli, OnlineSimulationCacheAwareRaisesHitRateAndReplaysConsistently) {
-    const std::string common = "sim " + q("models/stories260K_f32.bin") + " " + q("text/stories260K_samples.txt") +
-                               " -z " + q("models/tok512.bin") + " --density 0.5 --dram 480KB --bits 8 --context 512" +
+    const std::string common = q("models/stories260K_f32.bin") + " " + q("text/stories260K_samples.txt") + " -z " +
+                               q("models/tok512.bin") + " --density 0.5 --dram 480KB --bits 8 --context 512" +
                                " --tokens 768 --json";
     auto hit_rate = [&](const std::string& extra) {
-        const run_result r = run_cli(common + " " + extra);
+        const run_result r = run_cli(extra + " " + common);
         EXPECT_EQ(r.code, 0) << r.err;
         return nlohmann::json::parse(r.out)["summary"]["hit_rate"].get<double>();
     };
     const std::string trace = sl::test::write_temp("dip.sltrace", {});
-    const double dip = hit_rate("--method dip --record '" + trace + "'");
-    const double ca1 = hit_rate("--method dip-ca --gamma 1");
-    const double ca02 = hit_rate("--method dip-ca --gamma 0.2");
+    const double dip = hit_rate("trace --method dip --out '" + trace + "'");  // records while simulating
+    const double ca1 = hit_rate("sim --method dip-ca --gamma 1");
+    const double ca02 = hit_rate("sim --method dip-ca --gamma 0.2");
     std::printf("online LFU hit rate at 50%% density: dip %.3f, dip-ca gamma 1 %.3f, gamma 0.2 %.3f\n", dip, ca1, ca02);
     EXPECT_DOUBLE_EQ(ca1, dip);  // gamma 1 is DIP: same masks, same cache
     EXPECT_GT(ca02, ca1 + 0.05);
