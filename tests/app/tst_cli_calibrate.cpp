@@ -10,32 +10,13 @@
 
 #include "sparselens/core/calibration.h"
 #include "sparselens/core/model.h"
-#include "test_support.h"
+#include "cli_runner.h"
 
 namespace {
 
-struct run_result {
-    int code = -1;
-    std::string out, err;
-};
-
-run_result run_cli(const std::string& args) {
-    const std::string err_file = sl::test::write_temp("cli_calibrate_stderr.txt", {});
-    const std::string cmd = std::string(SPARSELENS_CLI) + " " + args + " 2>" + err_file;
-    run_result r;
-    FILE* p = popen(cmd.c_str(), "r");
-    if (!p) return r;
-    std::array<char, 4096> buf{};
-    size_t n;
-    while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-    const int status = pclose(p);
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    const auto e = sl::test::read_bytes(err_file);
-    r.err.assign(e.begin(), e.end());
-    return r;
-}
-
-std::string q(const std::string& rel) { return "'" + sl::test::shared_path(rel) + "'"; }
+using sl::test::q;
+using sl::test::run_cli;
+using sl::test::run_result;
 
 TEST(CliCalibrate, QuantizedGgufWritesALoadableFileMatchingTheSummary) {
     const std::string out = sl::test::write_temp("cli.calib", {});
