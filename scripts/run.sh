@@ -7,5 +7,9 @@ sl_install_deps
 sl_build release
 sl_demo_model
 sl_log "model $SL_MODEL"
-exec "$SL_ROOT/build/release/app/sparselens" generate "$SL_MODEL" --tokenizer "$SL_TOKENIZER" \
-  --prompt "Once upon a time" --temp 0.8 --steps 200 "$@"
+# Defaults for what the caller did not set (the CLI accepts each option once).
+defaults=()
+[[ " $* " == *" --prompt "* || " $* " == *" -i "* ]] || defaults+=(--prompt "Once upon a time")
+[[ " $* " == *" --temp "* || " $* " == *" -t "* ]] || defaults+=(--temp 0.8)
+[[ " $* " == *" --steps "* || " $* " == *" -n "* ]] || defaults+=(--steps 200)
+exec "$SL_ROOT/build/release/app/sparselens" generate "$SL_MODEL" --tokenizer "$SL_TOKENIZER" "${defaults[@]}" "$@"

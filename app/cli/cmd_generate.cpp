@@ -88,6 +88,7 @@ int run_generate(const generate_opts& o, bool write_logits) {
         std::printf("%s\nwrote %d x %zu float32 logits to %s\n", text.c_str(), rows, vocab, o.out_path.c_str());
     } else {
         std::printf("\n");
+        std::fflush(stdout);  // the text's last line before the stderr summary
         std::fprintf(stderr, "achieved tok/s: %.1f (decode, %d tokens)\n", decode_tps, r.n_decoded);
     }
     return 0;
