@@ -45,6 +45,21 @@ std::optional<calibration> load_calibration(const method_opts& o, const model& m
     return cal;
 }
 
+context make_eval_context(const loaded_model& lm, const method_opts& o) {
+    context_params cp = context_default_params();
+    cp.n_threads = o.threads;
+    cp.n_ctx = o.n_ctx;
+    return take(context::create(*lm.m, cp));
+}
+
+eval_params make_eval_params(const loaded_model& lm, const method_opts& o) {
+    eval_params ep = eval_default_params();
+    ep.n_ctx = o.n_ctx;
+    ep.max_windows = o.windows;
+    ep.bos_id = lm.tok->bos_id();
+    return ep;
+}
+
 nlohmann::json eval_to_json(const eval_result& r) {
     nlohmann::json layers = nlohmann::json::array();
     for (const layer_density& d : r.per_layer) {

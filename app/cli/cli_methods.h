@@ -7,6 +7,7 @@
 
 #include "cli_common.h"
 #include "sparselens/core/calibration.h"
+#include "sparselens/core/context.h"
 #include "sparselens/core/eval.h"
 #include "sparselens/core/methods.h"
 
@@ -32,5 +33,10 @@ void add_method_options(CLI::App* c, method_opts& o);
 std::optional<calibration> load_calibration(const method_opts& o, const model& m, bool required);
 
 nlohmann::json eval_to_json(const eval_result& r);
+
+// The evaluation context and parameters `eval` and `sweep` share: windows of --ctx, --threads,
+// --windows, the tokenizer's BOS.
+context make_eval_context(const loaded_model& lm, const method_opts& o);
+eval_params make_eval_params(const loaded_model& lm, const method_opts& o);
 
 }  // namespace sl::cli

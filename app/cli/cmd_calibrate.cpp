@@ -1,8 +1,6 @@
 // `sparselens calibrate MODEL TEXT`: activation statistics for the sparsity methods, saved as MODEL.calib.
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <unistd.h>
 
 #include "cli_common.h"
@@ -24,11 +22,7 @@ struct calibrate_opts {
 // max_token_length bytes, so this prefix (cut at a line end) still yields at least max_tokens
 // tokens, and encoding a multi-MB corpus for a 16K-token calibration is avoided.
 std::string read_text_prefix(const std::string& path, int32_t max_tokens, int32_t max_token_length) {
-    std::ifstream f(path, std::ios::binary);
-    if (!f) throw cli_error(path + ": cannot open text file");
-    std::ostringstream ss;
-    ss << f.rdbuf();
-    std::string text = ss.str();
+    std::string text = read_text(path);
     if (max_tokens > 0) {
         const size_t want = (static_cast<size_t>(max_tokens) + 2) * static_cast<size_t>(std::max(max_token_length, 1));
         if (text.size() > want) {

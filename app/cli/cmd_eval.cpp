@@ -23,14 +23,8 @@ int run_eval(eval_opts o) {
     auto method = take(make_method(o.m.cfg, *lm.m, cal ? &*cal : nullptr));
     const std::vector<int32_t> tokens = eval_tokens(lm, o.text_path, o.m);
 
-    context_params cp = context_default_params();
-    cp.n_threads = o.m.threads;
-    cp.n_ctx = o.m.n_ctx;
-    context ctx = take(context::create(*lm.m, cp));
-    eval_params ep = eval_default_params();
-    ep.n_ctx = o.m.n_ctx;
-    ep.max_windows = o.m.windows;
-    ep.bos_id = lm.tok->bos_id();
+    context ctx = make_eval_context(lm, o.m);
+    eval_params ep = make_eval_params(lm, o.m);
     const bool tty = !o.json && isatty(STDERR_FILENO);
     if (tty) ep.progress = [](float f) { std::fprintf(stderr, "\rdense reference: %5.1f%%", 100.0 * f); return true; };
     const dense_reference ref = take(eval_dense_reference(ctx, tokens, ep));

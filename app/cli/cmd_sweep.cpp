@@ -45,14 +45,8 @@ int run_sweep(sweep_opts o) {
     const std::optional<calibration> cal = load_calibration(o.m, *lm.m, need_cal);
     const std::vector<int32_t> tokens = eval_tokens(lm, o.text_path, o.m);
 
-    context_params cp = context_default_params();
-    cp.n_threads = o.m.threads;
-    cp.n_ctx = o.m.n_ctx;
-    context ctx = take(context::create(*lm.m, cp));
-    eval_params ep = eval_default_params();
-    ep.n_ctx = o.m.n_ctx;
-    ep.max_windows = o.m.windows;
-    ep.bos_id = lm.tok->bos_id();
+    context ctx = make_eval_context(lm, o.m);
+    eval_params ep = make_eval_params(lm, o.m);
     const dense_reference ref = take(eval_dense_reference(ctx, tokens, ep));
 
     sweep_params sp = sweep_default_params();

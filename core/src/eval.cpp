@@ -93,7 +93,6 @@ result<eval_result> eval_method(context& ctx, const dense_reference& ref, sparsi
     const int32_t n_ctx = ref.n_ctx;
     const size_t vocab = static_cast<size_t>(ref.vocab);
     sparsity_method* previous = ctx.method();
-    residency_source* previous_res = nullptr;
     ctx.set_method(&method);
     ctx.set_residency(residency);
 
@@ -119,7 +118,7 @@ result<eval_result> eval_method(context& ctx, const dense_reference& ref, sparsi
         });
         if (params.progress && !params.progress(static_cast<float>(w + 1) / static_cast<float>(ref.n_windows))) {
             ctx.set_method(previous);
-            ctx.set_residency(previous_res);
+            ctx.set_residency(nullptr);
             return error{"eval: cancelled", true};
         }
     }
@@ -153,7 +152,7 @@ result<eval_result> eval_method(context& ctx, const dense_reference& ref, sparsi
     r.decode_tokens_per_second = seconds > 0 ? static_cast<double>(r.n_scored) / seconds : 0.0;
     r.dense_decode_tokens_per_second = ref.decode_tokens_per_second;
     ctx.set_method(previous);
-    ctx.set_residency(previous_res);
+    ctx.set_residency(nullptr);
     return r;
 }
 

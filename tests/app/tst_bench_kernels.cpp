@@ -12,25 +12,12 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "cli_runner.h"
+
 namespace {
 
-struct run_result {
-    int code = -1;
-    std::string out;
-};
-
-run_result run_cli(const std::string& args) {
-    const std::string cmd = std::string(SPARSELENS_CLI) + " " + args + " 2>/dev/null";
-    run_result r;
-    FILE* p = popen(cmd.c_str(), "r");
-    if (!p) return r;
-    std::array<char, 4096> buf{};
-    size_t n;
-    while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-    const int status = pclose(p);
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return r;
-}
+using sl::test::run_cli;
+using sl::test::run_result;
 
 bool finite_positive(const nlohmann::json& v) {
     return v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() > 0;

@@ -8,7 +8,7 @@
 #include "sparselens/core/methods.h"
 #include "sparselens/core/model.h"
 #include "sparselens/core/tokenizer.h"
-#include "test_support.h"
+#include "stories_fixture.h"
 
 namespace {
 
@@ -19,14 +19,10 @@ struct fixture {
 
 const fixture& fx() {
     static const fixture f = [] {
+        const sl::test::stories_model& s = sl::test::stories260k();
         fixture r;
-        auto m = sl::model_load(sl::test::shared_path("models/stories260K_f32.bin"));
-        EXPECT_TRUE(m.ok());
-        r.m = std::move(m).value();
-        auto tok = sl::tokenizer::from_llama2c_file(sl::test::shared_path("models/tok512.bin"), r.m.hp.vocab_size);
-        EXPECT_TRUE(tok.ok());
-        const auto raw = sl::test::read_bytes(sl::test::shared_path("text/tinystories_sample.txt"));
-        r.tokens = tok->encode(std::string(raw.begin(), raw.end()), true, false);
+        r.m = s.m;
+        r.tokens = s.tok.encode(sl::test::shared_text("text/tinystories_sample.txt"), true, false);
         return r;
     }();
     return f;

@@ -14,7 +14,7 @@
 #include "sparselens/core/model.h"
 #include "sparselens/core/threshold_methods.h"
 #include "sparselens/core/tokenizer.h"
-#include "test_support.h"
+#include "stories_fixture.h"
 
 namespace {
 
@@ -338,13 +338,11 @@ struct fixture {
 
 const fixture& fx() {
     static const fixture f = [] {
+        const sl::test::stories_model& s = sl::test::stories260k();
+        const sl::tokenizer* tok = &s.tok;
         fixture r;
-        auto m = sl::model_load(sl::test::shared_path("models/stories260K_f32.bin"));
-        EXPECT_TRUE(m.ok());
-        r.m = std::move(m).value();
-        auto tok = sl::tokenizer::from_llama2c_file(sl::test::shared_path("models/tok512.bin"), r.m.hp.vocab_size);
-        EXPECT_TRUE(tok.ok());
-        const auto raw = sl::test::read_bytes(sl::test::shared_path("text/stories260K_samples.txt"));
+        r.m = s.m;
+        const std::string raw = sl::test::shared_text("text/stories260K_samples.txt");
         EXPECT_GT(raw.size(), 300000u);
         // Calibration: the first ~20 KB (4096 tokens); evaluation: text from 200 KB on.
         const std::vector<int32_t> calib = tok->encode(std::string(raw.begin(), raw.begin() + 20000), true, false);

@@ -1,0 +1,37 @@
+// The real stories260K model and its tokenizer, loaded once per test executable (needs ../shared).
+#pragma once
+
+#include <string>
+
+#include "sparselens/core/model.h"
+#include "sparselens/core/tokenizer.h"
+#include "test_support.h"
+
+namespace sl::test {
+
+struct stories_model {
+    sl::model m;
+    sl::tokenizer tok;
+};
+
+inline const stories_model& stories260k() {
+    static const stories_model s = [] {
+        stories_model r;
+        auto m = sl::model_load(shared_path("models/stories260K_f32.bin"));
+        EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.message());
+        r.m = std::move(m).value();
+        auto tok = sl::tokenizer::from_llama2c_file(shared_path("models/tok512.bin"), r.m.hp.vocab_size);
+        EXPECT_TRUE(tok.ok()) << (tok.ok() ? "" : tok.message());
+        r.tok = std::move(tok).value();
+        return r;
+    }();
+    return s;
+}
+
+// A shared text file's bytes as a string.
+inline std::string shared_text(const std::string& rel) {
+    const auto raw = read_bytes(shared_path(rel));
+    return {raw.begin(), raw.end()};
+}
+
+}  // namespace sl::test
