@@ -8,7 +8,9 @@ SL_SHARED="${SPARSELENS_SHARED_DIR:-$SL_ROOT/../shared}"
 SL_PACKAGES=(
   cmake ninja-build g++ ccache pkg-config
   libeigen3-dev libopenblas-dev nlohmann-json3-dev libcli11-dev
-  libgtest-dev libbenchmark-dev libsqlite3-dev
+  libgtest-dev libbenchmark-dev libsqlite3-dev libssl-dev
+  qt6-base-dev qt6-base-dev-tools qt6-charts-dev libqt6opengl6-dev libqt6openglwidgets6 qt6-qpa-plugins
+  libgl-dev libgl1-mesa-dri libimgui-dev libstb-dev fonts-dejavu-core xvfb xauth
 )
 
 sl_log() { printf '\033[1m[sparselens]\033[0m %s\n' "$*" >&2; }
