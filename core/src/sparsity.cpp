@@ -80,19 +80,36 @@ void intersect_masks(const index_mask& a, const index_mask& b, index_mask& out) 
 
 namespace {
 
-// |a ∩ b ∩ c| for masks over [0, n).
+// |a ∩ b ∩ c| for masks over [0, n). The explicit lists are sorted, so one merge walk counts the
+// intersection in O(|a| + |b| + |c|); this runs for every layer of every sparse token.
 int64_t intersect_count(const index_mask& a, const index_mask& b, const index_mask& c, int64_t n) {
-    const index_mask* parts[3] = {&a, &b, &c};
-    const index_mask* base = nullptr;
-    for (const index_mask* p : parts)
-        if (!p->all && (!base || p->idx.size() < base->idx.size())) base = p;
-    if (!base) return n;
+    const std::vector<int32_t>* lists[3];
+    int k = 0;
+    for (const index_mask* p : {&a, &b, &c})
+        if (!p->all) lists[k++] = &p->idx;
+    if (k == 0) return n;
+    if (k == 1) return static_cast<int64_t>(lists[0]->size());
+    const std::vector<int32_t>& x = *lists[0];
+    const std::vector<int32_t>& y = *lists[1];
+    const std::vector<int32_t>* z = k == 3 ? lists[2] : nullptr;
+    size_t i = 0, j = 0, l = 0;
     int64_t count = 0;
-    for (int32_t i : base->idx) {
-        bool in = true;
-        for (const index_mask* p : parts)
-            if (p != base && !p->contains(i)) in = false;
-        count += in;
+    while (i < x.size() && j < y.size()) {
+        if (x[i] < y[j]) {
+            ++i;
+        } else if (y[j] < x[i]) {
+            ++j;
+        } else {
+            if (z) {
+                while (l < z->size() && (*z)[l] < x[i]) ++l;
+                if (l == z->size()) break;
+                count += (*z)[l] == x[i];
+            } else {
+                ++count;
+            }
+            ++i;
+            ++j;
+        }
     }
     return count;
 }

@@ -1,5 +1,6 @@
 // Selection rules on hand-made activations: top-k ties, NaN, all-zero, thresholds, densities, LFU stand-in.
 #include <cmath>
+#include <random>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -100,6 +101,39 @@ TEST(Masks, IntersectAndDensity) {
     const sl::layer_density u = sl::masks_density(m, 8, 10, true);
     EXPECT_FLOAT_EQ(u.d[static_cast<int>(sl::proj::gate)], 0.2f);
     EXPECT_FLOAT_EQ(u.d[static_cast<int>(sl::proj::up)], 1.0f);
+}
+
+// The merge-based intersection count against a naive membership count, over random masks with every
+// combination of "all" and explicit lists.
+TEST(MasksDensity, MatchesNaiveCountOnRandomMasks) {
+    std::mt19937 rng(7);
+    const int64_t hidden = 97, dim = 16;
+    auto random_mask = [&](sl::index_mask& m) {
+        if (rng() % 4 == 0) {
+            m.set_all();
+            return;
+        }
+        m.set_none();
+        const uint32_t keep = rng() % 100;
+        for (int32_t i = 0; i < hidden; ++i)
+            if (rng() % 100 < keep) m.idx.push_back(i);
+    };
+    for (int trial = 0; trial < 500; ++trial) {
+        sl::layer_masks m;
+        m.reset();
+        random_mask(m.neurons_pre);
+        random_mask(m.neurons_post);
+        random_mask(m.down_in);
+        int64_t both = 0, all3 = 0;
+        for (int32_t i = 0; i < hidden; ++i) {
+            const bool b = m.neurons_pre.contains(i) && m.neurons_post.contains(i);
+            both += b;
+            all3 += b && m.down_in.contains(i);
+        }
+        const sl::layer_density d = sl::masks_density(m, dim, hidden, false);
+        ASSERT_FLOAT_EQ(d.d[static_cast<int>(sl::proj::up)], static_cast<float>(both) / hidden) << trial;
+        ASSERT_FLOAT_EQ(d.d[static_cast<int>(sl::proj::down)], static_cast<float>(all3) / hidden) << trial;
+    }
 }
 
 TEST(LfuResidency, KeepsMostFrequentWithinCapacity) {
