@@ -56,5 +56,12 @@ void register_sweep(CLI::App& app, command_fn& run);
 void register_sim(CLI::App& app, command_fn& run);
 void register_trace(CLI::App& app, command_fn& run);
 void register_calibrate(CLI::App& app, command_fn& run);
+void register_tune(CLI::App& app, command_fn& run);      // cmd_tune.cpp: the tuner
+void register_run(CLI::App& app, command_fn& run);     // cmd_run.cpp: generation with a deployment config
+void register_config(CLI::App& app, command_fn& run);  // cmd_config.cpp: config export / show
+void register_session(CLI::App& app, command_fn& run);  // cmd_session.cpp: session files
+
+// What configs and reports record as their writer (same as --version).
+inline constexpr const char* tool_version = "sparselens 0.1.0";
 
 }  // namespace sl::cli

@@ -2,11 +2,38 @@
 #include <cstdio>
 #include <fstream>
 
-#include "cli_common.h"
-#include "sparselens/core/context.h"
-#include "sparselens/core/generate.h"
+#include "cli_generate.h"
 
 namespace sl::cli {
+
+generation_output run_generation(const loaded_model& lm, context& ctx, const generation_request& q,
+                                 const std::function<void(const generate_step&)>& on_step) {
+    generate_params gp = generate_default_params();
+    gp.steps = q.steps;
+    gp.sampling.temperature = q.temperature;
+    gp.sampling.top_p = q.top_p;
+    gp.sampling.seed = q.seed;
+    gp.prompt_logits = q.prompt_logits;
+    gp.bos_id = lm.tok->bos_id();
+    const std::vector<int32_t> prompt = encode_prompt(lm, q.prompt);
+
+    generation_output out;
+    auto step = [&](const generate_step& s) {
+        const std::string_view piece = lm.tok->decode(s.input, s.next);
+        if (tokenizer::is_printable_piece(piece)) {
+            out.text += piece;
+            if (q.stream) {
+                std::fwrite(piece.data(), 1, piece.size(), stdout);
+                std::fflush(stdout);
+            }
+        }
+        if (on_step) on_step(s);
+        return true;
+    };
+    out.r = take(generate(ctx, prompt, gp, step));
+    out.decode_tokens_per_second = out.r.decode_seconds > 0 ? out.r.n_decoded / out.r.decode_seconds : 0.0;
+    return out;
+}
 
 namespace {
 
@@ -34,15 +61,14 @@ int run_generate(const generate_opts& o, bool write_logits) {
     context_params cp = context_default_params();
     cp.n_threads = o.threads;
     context ctx = take(context::create(*lm.m, cp));
-    const std::vector<int32_t> prompt = encode_prompt(lm, o.prompt);
-
-    generate_params gp = generate_default_params();
-    gp.steps = o.steps;
-    gp.sampling.temperature = write_logits ? 0.0f : o.temperature;
-    gp.sampling.top_p = o.top_p;
-    gp.sampling.seed = o.seed;
-    gp.prompt_logits = write_logits;
-    gp.bos_id = lm.tok->bos_id();
+    generation_request q;
+    q.prompt = o.prompt;
+    q.steps = o.steps;
+    q.temperature = write_logits ? 0.0f : o.temperature;
+    q.top_p = o.top_p;
+    q.seed = o.seed;
+    q.prompt_logits = write_logits;
+    q.stream = !o.json && !write_logits;
 
     std::ofstream logits_file;
     if (write_logits) {
@@ -50,27 +76,18 @@ int run_generate(const generate_opts& o, bool write_logits) {
         if (!logits_file) throw cli_error(o.out_path + ": cannot open for writing");
     }
     const size_t vocab = static_cast<size_t>(ctx.vocab_size());
-    std::string text;
     int32_t rows = 0;
-    auto on_step = [&](const generate_step& s) {
-        const std::string_view piece = lm.tok->decode(s.input, s.next);
-        if (tokenizer::is_printable_piece(piece)) {
-            text += piece;
-            if (!o.json && !write_logits) {
-                std::fwrite(piece.data(), 1, piece.size(), stdout);
-                std::fflush(stdout);
-            }
-        }
-        if (write_logits) {
+    std::function<void(const generate_step&)> on_step;
+    if (write_logits)
+        on_step = [&](const generate_step& s) {
             logits_file.write(reinterpret_cast<const char*>(s.logits), static_cast<std::streamsize>(vocab * sizeof(float)));
             ++rows;
-        }
-        return true;
-    };
-    const generate_result r = take(generate(ctx, prompt, gp, on_step));
+        };
+    const generation_output g = run_generation(lm, ctx, q, on_step);
     if (write_logits && !logits_file.flush()) throw cli_error(o.out_path + ": write failed");
-
-    const double decode_tps = r.decode_seconds > 0 ? r.n_decoded / r.decode_seconds : 0.0;
+    const generate_result& r = g.r;
+    const std::string& text = g.text;
+    const double decode_tps = g.decode_tokens_per_second;
     if (o.json) {
         nlohmann::json j{{"text", text},
                          {"tokens", r.tokens},

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "cli_device.h"
 #include "cli_methods.h"
 #include "sparselens/core/context.h"
 #include "sparselens/sim/residency.h"
@@ -19,15 +20,15 @@ namespace {
 namespace ss = sl::sim;
 
 struct sim_opts {
-    std::string shape, trace_path, method = "dense", device = "apple-a18", assets, layout, policy = "lfu";
-    std::string dram, dram_bw, flash_bw, page, extra_resident, layer_weights, synthetic_out;
+    std::string shape, trace_path, method = "dense", layout, policy = "lfu";
+    std::string extra_resident, layer_weights, synthetic_out;
     std::string tokenizer, calib, trace_out;
-    double density = -1, gamma = -1, read_latency = -1, iops = -1, pin_top = 0;
+    device_opts dev;
+    double density = -1, gamma = -1, pin_top = 0;
     double persistence = 0.7, skew = 1.0;
-    int bits = 4, group = -1, scale_bits = 16, embedding_bits = 0;
-    uint32_t context = 1024, window = 5, warmup = 0, threads = 0, tokens = 256;
+    uint32_t window = 5, warmup = 0, threads = 0, tokens = 256;
     uint64_t seed = 1;
-    bool overlap = false, no_overlap = false, per_token = false, per_layer = false, json = false;
+    bool per_token = false, per_layer = false, json = false;
     std::vector<std::string> positional;
 };
 
@@ -44,28 +45,7 @@ std::string gb(double bytes) {
 }
 
 ss::sim_params build_params(const sim_opts& o) {
-    ss::sim_params p = ss::sim_default_params();
-    p.device = take(ss::device_find(o.device, o.assets));
-    if (!o.dram.empty()) p.device.dram_bytes = take(ss::parse_size(o.dram));
-    if (!o.dram_bw.empty()) p.device.dram_bandwidth = take(ss::parse_rate(o.dram_bw));
-    if (!o.flash_bw.empty()) p.device.flash_bandwidth = take(ss::parse_rate(o.flash_bw));
-    if (!o.page.empty()) {
-        const uint64_t page = take(ss::parse_size(o.page));
-        if (page > (1u << 30)) throw cli_error("--page: larger than 1 GiB");
-        p.device.flash_page_bytes = static_cast<uint32_t>(page);
-    }
-    if (o.read_latency >= 0) p.device.flash_read_latency_s = o.read_latency;
-    if (o.iops >= 0) p.device.flash_iops = o.iops;
-    if (o.overlap && o.no_overlap) throw cli_error("--overlap and --no-overlap contradict each other");
-    if (o.overlap) p.device.overlap_io_compute = true;
-    if (o.no_overlap) p.device.overlap_io_compute = false;
-    if (auto v = ss::device_validate(p.device, p.device.name); !v) throw cli_error(v.message());
-
-    p.quant = ss::quant_default(static_cast<uint32_t>(o.bits));
-    if (o.group >= 0) p.quant.group_size = static_cast<uint32_t>(o.group);
-    p.quant.scale_bits = static_cast<uint32_t>(o.scale_bits);
-    p.quant.embedding_bits = static_cast<uint32_t>(o.embedding_bits);
-    p.context_tokens = o.context;
+    ss::sim_params p = device_sim_params(o.dev);
     if (!o.extra_resident.empty()) p.extra_resident_bytes = take(ss::parse_size(o.extra_resident));
     if (!ss::cache_policy_parse(o.policy, p.policy))
         throw cli_error("unknown --policy '" + o.policy + "' (none, lru, lfu, belady, window)");
@@ -240,7 +220,7 @@ void print_text(const ss::run_report& r, const sim_opts& o) {
 
 int write_synthetic(const sim_opts& o) {
     if (o.shape.empty()) throw cli_error("--synthetic needs --shape");
-    const ss::model_shape s = take(ss::shape_find(o.shape, o.assets));
+    const ss::model_shape s = take(ss::shape_find(o.shape, o.dev.assets));
     const ss::mlp_layout l = take(ss::layout_parse(o.layout.empty() ? "bundle" : o.layout));
     ss::synthetic_params sp;
     sp.n_tokens = o.tokens;
@@ -363,7 +343,7 @@ int run_sim(const sim_opts& o) {
         if (o.shape.empty()) throw cli_error("give --shape NAME (analytic mode) or --trace FILE (replay)");
         if (o.pin_top > 0) throw cli_error("--pin-top needs a trace");
         if (o.layer_weights == "misses") throw cli_error("--layer-weights misses needs a trace");
-        const ss::model_shape s = take(ss::shape_find(o.shape, o.assets));
+        const ss::model_shape s = take(ss::shape_find(o.shape, o.dev.assets));
         const ss::mlp_layout l = take(ss::layout_parse(o.layout.empty() ? "bundle" : o.layout));
         if (o.method == "static" && o.density < 0) throw cli_error("--method static needs --density");
         r = take(ss::analytic(s, l, p, o.method, o.density < 0 ? 1.0 : o.density));
@@ -391,24 +371,7 @@ void register_sim(CLI::App& app, command_fn& run) {
     c->add_option("--calib", o->calib, "Online: calibration file for methods that need one (default MODEL.calib)");
     c->add_option("--record", o->trace_out, "Online: also record the masks as a trace file for --trace replay");
     c->add_option("--trace", o->trace_path, "Trace file to replay");
-    c->add_option("--device", o->device, "Device profile name, alias or JSON file (default apple-a18)");
-    c->add_option("--assets", o->assets, "Assets folder (default $SPARSELENS_ASSETS_DIR or the source tree)");
-    c->add_option("--dram", o->dram, "DRAM available to the model, e.g. 4GB, 512MB, 4GiB");
-    c->add_option("--dram-bw", o->dram_bw, "DRAM bandwidth, e.g. 60GB/s");
-    c->add_option("--flash-bw", o->flash_bw, "Flash read bandwidth, e.g. 1GB/s");
-    c->add_option("--page", o->page, "Flash read granularity, e.g. 4096 or 16KiB (0 = byte-exact)");
-    c->add_option("--read-latency", o->read_latency, "Seconds per flash read command")->check(CLI::Range(0.0, 10.0));
-    c->add_option("--iops", o->iops, "Flash read commands per second ceiling (0 = unlimited)")
-        ->check(CLI::NonNegativeNumber);
-    c->add_flag("--overlap", o->overlap, "Flash reads overlap DRAM-bound compute (latency = max)");
-    c->add_flag("--no-overlap", o->no_overlap, "Flash reads and compute in series (latency = sum)");
-    c->add_option("--bits", o->bits, "Weight bits (16, 8, 4, 3, 2...)")->check(CLI::Range(1, 32));
-    c->add_option("--group", o->group, "Quantization group size (default 32 below 16 bits, 0 = no scales)")
-        ->check(CLI::Range(0, 1 << 20));
-    c->add_option("--scale-bits", o->scale_bits, "Bits per group scale")->check(CLI::Range(1, 32));
-    c->add_option("--embedding-bits", o->embedding_bits, "Bits of embedding and classifier (0 = --bits)")
-        ->check(CLI::Range(0, 32));
-    c->add_option("--context", o->context, "KV cache context tokens (reserved and read per token)");
+    add_device_options(c, o->dev);
     c->add_option("--extra-resident", o->extra_resident, "Resident, always-read extras such as predictors (size)");
     c->add_option("--layout", o->layout, "MLP units: bundle, dip, cats or unit kinds (default: dip for DIP methods, else bundle)");
     c->add_option("--policy", o->policy, "Cache policy: none, lru, lfu, belady (replay only), window");
@@ -449,10 +412,10 @@ void register_trace(CLI::App& app, command_fn& run) {
     c->add_option("--calib", o->calib, "Calibration file for methods that need one (default MODEL.calib)");
     c->add_option("--tokens", o->tokens, "Tokens of TEXT to run")->check(CLI::Range(1, 1 << 20));
     c->add_option("--layout", o->layout, "MLP units (default: dip for DIP methods, else bundle)");
-    c->add_option("--device", o->device, "Device whose cache cache-aware methods see while recording");
-    c->add_option("--dram", o->dram, "DRAM available to the model, e.g. 4GB");
-    c->add_option("--bits", o->bits, "Weight bits")->check(CLI::Range(1, 32));
-    c->add_option("--context", o->context, "KV cache context tokens");
+    c->add_option("--device", o->dev.device, "Device whose cache cache-aware methods see while recording");
+    c->add_option("--dram", o->dev.dram, "DRAM available to the model, e.g. 4GB");
+    c->add_option("--bits", o->dev.bits, "Weight bits")->check(CLI::Range(1, 32));
+    c->add_option("--context", o->dev.context, "KV cache context tokens");
     c->add_option("--policy", o->policy, "Cache policy while recording: none, lru, lfu, window");
     c->add_flag("--json", o->json, "Machine-readable output");
     c->callback([o, &run] { run = [o] { return run_online(*o); }; });

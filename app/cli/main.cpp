@@ -39,6 +39,10 @@ int main(int argc, char** argv) {
     sl::cli::register_sim(app, run);
     sl::cli::register_trace(app, run);
     sl::cli::register_calibrate(app, run);
+    sl::cli::register_tune(app, run);
+    sl::cli::register_run(app, run);
+    sl::cli::register_config(app, run);
+    sl::cli::register_session(app, run);
 
     try {
         app.parse(argc, argv);

@@ -115,7 +115,7 @@ void context::layer_forward(int32_t l, int32_t n, int32_t pos0) {
 
     // Attention block.
     kernels::rmsnorm_rows(m_xb.data(), m_x.data(), lw.attn_norm, n, dim, hp.norm_eps);
-    emit(l, probe::attn_in, pos0, n, m_xb.data(), dim);
+    observe(l, probe::attn_in, pos0, n, m_xb.data(), dim);
     project(lw.wq, m_xb.data(), n, m_q.data(), m_threads);
     project(lw.wk, m_xb.data(), n, m_k.data(), m_threads);
     project(lw.wv, m_xb.data(), n, m_v.data(), m_threads);
@@ -130,19 +130,19 @@ void context::layer_forward(int32_t l, int32_t n, int32_t pos0) {
 
     const kernels::attention_shape shape{hp.n_heads, hp.n_kv_heads, hp.head_dim()};
     kernels::attention_causal(m_q.data(), k_cache, v_cache, pos0, n, shape, m_att.data(), m_scores.data(), m_threads);
-    emit(l, probe::attn_out, pos0, n, m_att.data(), dim);
+    observe(l, probe::attn_out, pos0, n, m_att.data(), dim);
     project(lw.wo, m_att.data(), n, m_proj.data(), m_threads);
     for (size_t i = 0; i < static_cast<size_t>(n) * dim; ++i) m_x[i] += m_proj[i];
 
     // SwiGLU MLP block.
     kernels::rmsnorm_rows(m_xb.data(), m_x.data(), lw.ffn_norm, n, dim, hp.norm_eps);
-    emit(l, probe::mlp_in, pos0, n, m_xb.data(), dim);
+    observe(l, probe::mlp_in, pos0, n, m_xb.data(), dim);
     project(lw.w_gate, m_xb.data(), n, m_gate.data(), m_threads);
     project(lw.w_up, m_xb.data(), n, m_up.data(), m_threads);
-    emit(l, probe::gate_pre, pos0, n, m_gate.data(), hidden);
-    emit(l, probe::up_pre, pos0, n, m_up.data(), hidden);
+    observe(l, probe::gate_pre, pos0, n, m_gate.data(), hidden);
+    observe(l, probe::up_pre, pos0, n, m_up.data(), hidden);
     kernels::swiglu(m_gate.data(), m_gate.data(), m_up.data(), static_cast<int64_t>(n) * hidden);
-    emit(l, probe::glu, pos0, n, m_gate.data(), hidden);
+    observe(l, probe::glu, pos0, n, m_gate.data(), hidden);
     project(lw.w_down, m_gate.data(), n, m_proj.data(), m_threads);
     for (size_t i = 0; i < static_cast<size_t>(n) * dim; ++i) m_x[i] += m_proj[i];
 }

@@ -27,11 +27,11 @@ void context::mlp_fused(int32_t l, const token_info& ti) {
             std::fill(full->begin(), full->begin() + hidden, 0.0f);
             for (int64_t k = 0; k < n; ++k) (*full)[static_cast<size_t>(rows.idx[static_cast<size_t>(k)])] = m_compact[static_cast<size_t>(k)];
         }
-        emit(l, probe::gate_pre, ti.pos, 1, m_gate.data(), hidden);
-        emit(l, probe::up_pre, ti.pos, 1, m_up.data(), hidden);
+        observe(l, probe::gate_pre, ti.pos, 1, m_gate.data(), hidden);
+        observe(l, probe::up_pre, ti.pos, 1, m_up.data(), hidden);
     }
     cache.run(m_xb.data(), m_proj.data(), m_observer ? m_gate.data() : nullptr, m_fused->scratch.data(), m_threads);
-    if (m_observer) emit(l, probe::glu, ti.pos, 1, m_gate.data(), hidden);
+    if (m_observer) observe(l, probe::glu, ti.pos, 1, m_gate.data(), hidden);
     m_masks.down_in = rows;  // report what the kernel read, as the unfused path does
 }
 

@@ -137,8 +137,8 @@ void context::mlp_sparse(int32_t l, const token_info& ti) {
     index_mask rows2;
     intersect_masks(m_masks.neurons_pre, m_masks.neurons_post, rows2);
     project_rows(proj_view(lw, p2), layout(p2), in2, rows2, m_xb.data(), f2, m_compact.data(), m_threads);
-    emit(l, probe::gate_pre, ti.pos, 1, m_gate.data(), hidden);
-    emit(l, probe::up_pre, ti.pos, 1, m_up.data(), hidden);
+    observe(l, probe::gate_pre, ti.pos, 1, m_gate.data(), hidden);
+    observe(l, probe::up_pre, ti.pos, 1, m_up.data(), hidden);
 
     // GLU of the neurons computed; the others are exactly 0, as the skipped weights imply.
     if (rows2.all) {
@@ -149,7 +149,7 @@ void context::mlp_sparse(int32_t l, const token_info& ti) {
         for (int32_t j : rows2.idx) kernels::swiglu(&glu[static_cast<size_t>(j)], &m_gate[static_cast<size_t>(j)], &m_up[static_cast<size_t>(j)], 1);
         std::copy(glu.begin(), glu.begin() + hidden, m_gate.begin());
     }
-    emit(l, probe::glu, ti.pos, 1, m_gate.data(), hidden);
+    observe(l, probe::glu, ti.pos, 1, m_gate.data(), hidden);
 
     if (m_traits.down_in) m_method->select_down(ti, {m_gate.data(), static_cast<size_t>(hidden)}, m_masks);
     index_mask used;
@@ -177,7 +177,7 @@ void context::layer_forward_sparse(int32_t l, int32_t pos) {
     }
 
     kernels::rmsnorm_rows(m_xb.data(), m_x.data(), lw.attn_norm, 1, dim, hp.norm_eps);
-    emit(l, probe::attn_in, pos, 1, m_xb.data(), dim);
+    observe(l, probe::attn_in, pos, 1, m_xb.data(), dim);
     if (m_traits.attn_inputs) m_method->select_attn_inputs(ti, {m_xb.data(), static_cast<size_t>(dim)}, m_masks);
     project_in(lw.wq, layout(proj::q), m_masks.q_in, m_xb.data(), m_q.data(), m_threads);
     project_in(lw.wk, layout(proj::k), m_masks.k_in, m_xb.data(), m_k.data(), m_threads);
@@ -192,13 +192,13 @@ void context::layer_forward_sparse(int32_t l, int32_t pos) {
     std::memcpy(v_cache + static_cast<size_t>(pos) * kv_dim, m_v.data(), sizeof(float) * kv_dim);
     const kernels::attention_shape shape{hp.n_heads, hp.n_kv_heads, hp.head_dim()};
     kernels::attention_causal(m_q.data(), k_cache, v_cache, pos, 1, shape, m_att.data(), m_scores.data(), m_threads);
-    emit(l, probe::attn_out, pos, 1, m_att.data(), dim);
+    observe(l, probe::attn_out, pos, 1, m_att.data(), dim);
     if (m_traits.o_input) m_method->select_o_input(ti, {m_att.data(), static_cast<size_t>(dim)}, m_masks);
     project_in(lw.wo, layout(proj::o), m_masks.o_in, m_att.data(), m_proj.data(), m_threads);
     for (int32_t i = 0; i < dim; ++i) m_x[static_cast<size_t>(i)] += m_proj[static_cast<size_t>(i)];
 
     kernels::rmsnorm_rows(m_xb.data(), m_x.data(), lw.ffn_norm, 1, dim, hp.norm_eps);
-    emit(l, probe::mlp_in, pos, 1, m_xb.data(), dim);
+    observe(l, probe::mlp_in, pos, 1, m_xb.data(), dim);
     mlp_sparse(l, ti);
     for (int32_t i = 0; i < dim; ++i) m_x[static_cast<size_t>(i)] += m_proj[static_cast<size_t>(i)];
 

@@ -8,6 +8,12 @@ namespace sl {
 
 namespace {
 
+// The share k / n a top-k method reads, the same for every layer.
+std::vector<float> uniform_share(int32_t n_layers, int64_t k, int64_t n) {
+    return std::vector<float>(static_cast<size_t>(std::max(0, n_layers)),
+                              n > 0 ? static_cast<float>(static_cast<double>(k) / static_cast<double>(n)) : 1.0f);
+}
+
 class dense_method final : public sparsity_method {
 public:
     std::string name() const override { return "dense"; }
@@ -16,7 +22,7 @@ public:
 
 class glu_pruning final : public sparsity_method {
 public:
-    glu_pruning(const model_hparams& hp, float keep) : m_k(density_to_k(keep, hp.hidden_dim)) {}
+    glu_pruning(const model_hparams& hp, float keep) : m_hp(hp), m_k(density_to_k(keep, hp.hidden_dim)) {}
     std::string name() const override { return "glu"; }
     method_traits traits() const override {
         method_traits t;
@@ -28,8 +34,12 @@ public:
         for (float& v : m_abs) v = std::fabs(v);
         top_k_mask(m_abs, m_k, m.down_in);
     }
+    std::vector<std::pair<std::string, std::vector<float>>> per_layer_values() const override {
+        return {{"down_keep", uniform_share(m_hp.n_layers, m_k, m_hp.hidden_dim)}};
+    }
 
 private:
+    model_hparams m_hp;
     int64_t m_k;
     std::vector<float> m_abs;
 };
@@ -37,7 +47,7 @@ private:
 class gate_pruning final : public sparsity_method {
 public:
     gate_pruning(const model_hparams& hp, float keep, bool up_first)
-        : m_k(density_to_k(keep, hp.hidden_dim)), m_up_first(up_first) {}
+        : m_hp(hp), m_k(density_to_k(keep, hp.hidden_dim)), m_up_first(up_first) {}
     std::string name() const override { return m_up_first ? "up" : "gate"; }
     method_traits traits() const override {
         method_traits t;
@@ -53,8 +63,12 @@ public:
         }
         top_k_mask(m_score, m_k, m.neurons_post);
     }
+    std::vector<std::pair<std::string, std::vector<float>>> per_layer_values() const override {
+        return {{"keep", uniform_share(m_hp.n_layers, m_k, m_hp.hidden_dim)}};
+    }
 
 private:
+    model_hparams m_hp;
     int64_t m_k;
     bool m_up_first;
     std::vector<float> m_score;
@@ -76,7 +90,8 @@ void cache_aware_scores(std::span<const float> v, const uint8_t* resident, float
 class dip_method final : public sparsity_method {
 public:
     dip_method(const model_hparams& hp, float d_in, float d_down, float gamma, bool cache_aware)
-        : m_k_in(density_to_k(d_in, hp.dim)),
+        : m_hp(hp),
+          m_k_in(density_to_k(d_in, hp.dim)),
           m_k_down(density_to_k(d_down, hp.hidden_dim)),
           m_gamma(gamma),
           m_cache_aware(cache_aware) {}
@@ -96,8 +111,13 @@ public:
         cache_aware_scores(glu, m_cache_aware ? t.resident_neurons : nullptr, m_gamma, m_score);
         top_k_mask(m_score, m_k_down, m.down_in);
     }
+    std::vector<std::pair<std::string, std::vector<float>>> per_layer_values() const override {
+        return {{"d_in", uniform_share(m_hp.n_layers, m_k_in, m_hp.dim)},
+                {"d_down", uniform_share(m_hp.n_layers, m_k_down, m_hp.hidden_dim)}};
+    }
 
 private:
+    model_hparams m_hp;
     int64_t m_k_in, m_k_down;
     float m_gamma;
     bool m_cache_aware;

@@ -49,6 +49,12 @@ public:
         }
     }
 
+    // The expert count; the experts themselves are chosen per sequence.
+    std::vector<std::pair<std::string, std::vector<float>>> per_layer_values() const override {
+        const float keep = m_hidden > 0 ? static_cast<float>(static_cast<double>(m_k) / static_cast<double>(m_hidden)) : 1.0f;
+        return {{"keep", std::vector<float>(m_experts.size(), keep)}};
+    }
+
     void select_mlp_inputs(const token_info& t, std::span<const float>, layer_masks& m) override {
         if (!t.in_prompt && m_fixed) m.neurons_pre = m_experts[static_cast<size_t>(t.layer)];
     }

@@ -92,6 +92,15 @@ public:
         if (m_inner->traits().down_in) m_inner->select_down(t, masked(t.layer, glu), m);
         union_mask(m.down_in, m_pinned[static_cast<size_t>(t.layer)], m_hidden, m.down_in);
     }
+    // The inner method's values (its budget already reduced by the pinned set) and the pinned share.
+    std::vector<std::pair<std::string, std::vector<float>>> per_layer_values() const override {
+        auto v = m_inner->per_layer_values();
+        std::vector<float> share;
+        for (const auto& p : m_pinned)
+            share.push_back(static_cast<float>(static_cast<double>(p.size()) / static_cast<double>(m_hidden)));
+        v.emplace_back("pinned", std::move(share));
+        return v;
+    }
 
 private:
     std::span<const float> masked(int32_t layer, std::span<const float> v) {

@@ -17,7 +17,10 @@ namespace {
 class sparsellm_method final : public sparsity_method {
 public:
     sparsellm_method(const model& m, float density, int32_t rank)
-        : m_k(density_to_k(density, m.hp.hidden_dim)), m_hidden(m.hp.hidden_dim), m_dim(m.hp.dim) {
+        : m_k(density_to_k(density, m.hp.hidden_dim)),
+          m_hidden(m.hp.hidden_dim),
+          m_dim(m.hp.dim),
+          m_layers(static_cast<size_t>(std::max(0, m.hp.n_layers))) {
         const int64_t side = std::min<int64_t>(m_hidden, m_dim);
         m_rank = std::clamp<int64_t>(rank > 0 ? rank : std::max<int64_t>(1, m_dim / 8), 1, side);
         if (m_k >= m_hidden) return;  // full density: every neuron, no predictor needed
@@ -50,6 +53,11 @@ public:
         for (float& s : m_score) s = std::fabs(s);
         top_k_mask(m_score, m_k, m.neurons_pre);
     }
+    std::vector<std::pair<std::string, std::vector<float>>> per_layer_values() const override {
+        const float keep = m_hidden > 0 ? static_cast<float>(static_cast<double>(m_k) / static_cast<double>(m_hidden)) : 1.0f;
+        return {{"keep", std::vector<float>(m_layers, keep)},
+                {"rank", std::vector<float>(m_layers, static_cast<float>(m_rank))}};
+    }
 
 private:
     struct predictor {
@@ -58,6 +66,7 @@ private:
         tensor_view us_view, vt_view;
     };
     int64_t m_k, m_hidden, m_dim, m_rank = 1;
+    size_t m_layers;
     std::vector<predictor> m_pred;
     std::vector<float> m_low, m_score;
 };

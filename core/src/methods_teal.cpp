@@ -248,6 +248,19 @@ public:
     void select_down(const token_info& t, std::span<const float> glu, layer_masks& m) override {
         apply(t.layer, proj::down, glu, m.down_in);
     }
+    // The greedy's outcome: per projection, the keep fraction and the |x| threshold it maps to.
+    std::vector<std::pair<std::string, std::vector<float>>> per_layer_values() const override {
+        std::vector<std::pair<std::string, std::vector<float>>> v;
+        for (const char* what : {"keep", "threshold"})
+            for (int p = 0; p < proj_count; ++p) {
+                std::vector<float> col;
+                for (size_t l = 0; l < m_plan.keep.size(); ++l)
+                    col.push_back(what[0] == 'k' ? m_plan.keep[l][static_cast<size_t>(p)]
+                                                 : m_plan.threshold[l][static_cast<size_t>(p)]);
+                v.emplace_back(std::string(what) + "_" + proj_name(static_cast<proj>(p)), std::move(col));
+            }
+        return v;
+    }
 
 private:
     void apply(int32_t layer, proj p, std::span<const float> x, index_mask& out) const {

@@ -92,6 +92,9 @@ public:
         for (size_t i = 0; i < first.size(); ++i) m_score[i] = silu_abs(first[i]);
         threshold_mask(m_score, m_t[l], m.neurons_post);
     }
+    std::vector<std::pair<std::string, std::vector<float>>> per_layer_values() const override {
+        return {{"keep", m_keep}, {"threshold", m_t}};
+    }
 
 private:
     std::vector<float> m_keep, m_t;
@@ -103,9 +106,10 @@ private:
 // of q and o only (selective sparsification, eq. 21).
 class chess_method final : public sparsity_method {
 public:
-    chess_method(std::vector<float> keep, std::vector<std::vector<float>> channel_t, bool attention, float attn_keep,
-                 std::vector<float> q_t, std::vector<float> o_t)
+    chess_method(std::vector<float> keep, std::vector<float> score_t, std::vector<std::vector<float>> channel_t,
+                 bool attention, float attn_keep, std::vector<float> q_t, std::vector<float> o_t)
         : m_keep(std::move(keep)),
+          m_score_t(std::move(score_t)),
           m_channel_t(std::move(channel_t)),
           m_attention(attention),
           m_attn_keep(attn_keep),
@@ -135,6 +139,16 @@ public:
         for (size_t i = 0; i < first.size(); ++i) m_score[i] = silu_abs(first[i]);
         channel_threshold_mask(m_score, m_channel_t[l], m.neurons_post);
     }
+    // The channel thresholds are T_l / E|a_up_i| with E|a_up| from the calibration, so T_l pins them down.
+    std::vector<std::pair<std::string, std::vector<float>>> per_layer_values() const override {
+        std::vector<std::pair<std::string, std::vector<float>>> v{{"keep", m_keep}, {"score_threshold", m_score_t}};
+        if (m_attention) {
+            v.emplace_back("attn_keep", std::vector<float>(m_keep.size(), m_attn_keep));
+            v.emplace_back("q_threshold", m_q_t);
+            v.emplace_back("o_threshold", m_o_t);
+        }
+        return v;
+    }
 
 private:
     void attn_rule(float t, std::span<const float> x, index_mask& out) const {
@@ -146,6 +160,7 @@ private:
     }
 
     std::vector<float> m_keep;
+    std::vector<float> m_score_t;  // T_l (eq. 9)
     std::vector<std::vector<float>> m_channel_t;
     bool m_attention;
     float m_attn_keep;
@@ -167,17 +182,18 @@ std::unique_ptr<sparsity_method> make_chess(const model& m, const calibration& c
                                             bool attention, float attn_keep) {
     const auto n_layers = static_cast<size_t>(m.hp.n_layers);
     std::vector<std::vector<float>> channel_t(n_layers);
-    std::vector<float> q_t(n_layers, 0.0f), o_t(n_layers, 0.0f);
+    std::vector<float> score_t(n_layers), q_t(n_layers, 0.0f), o_t(n_layers, 0.0f);
     for (size_t l = 0; l < n_layers; ++l) {
         const auto li = static_cast<int32_t>(l);
         channel_t[l] = cal.chess_channel_thresholds(li, keep[l]);
+        score_t[l] = cal.threshold_for_density(li, site::chess_score, keep[l]);
         if (attention) {
             q_t[l] = cal.threshold_for_density(li, site::q_in, attn_keep);
             o_t[l] = cal.threshold_for_density(li, site::o_in, attn_keep);
         }
     }
-    return std::make_unique<chess_method>(keep, std::move(channel_t), attention, attn_keep, std::move(q_t),
-                                          std::move(o_t));
+    return std::make_unique<chess_method>(keep, std::move(score_t), std::move(channel_t), attention, attn_keep,
+                                          std::move(q_t), std::move(o_t));
 }
 
 namespace {

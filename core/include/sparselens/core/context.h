@@ -90,7 +90,7 @@ private:
     void mlp_sparse(int32_t l, const token_info& ti);
     void mlp_fused(int32_t l, const token_info& ti);
     void apply_rope(float* v, int32_t n_heads_v, int32_t n, int32_t pos0) const;
-    void emit(int32_t layer, probe p, int32_t pos0, int32_t n, const float* data, int32_t width) {
+    void observe(int32_t layer, probe p, int32_t pos0, int32_t n, const float* data, int32_t width) {
         if (m_observer) m_observer->on_activation(layer, p, pos0, n, data, width);
     }
 

@@ -27,6 +27,8 @@ struct method_config {
     float pin_fraction = 0.0f;   // heavy-hitter pinning: share of neurons always active
     std::string ffsplit_mode = "svd";  // FFSplit compression of the light neurons: "svd" or "q4"
     float ffsplit_heavy = 0.1f;  // FFSplit: share of neurons kept exact
+
+    bool operator==(const method_config&) const = default;
 };
 
 method_config method_default_config();

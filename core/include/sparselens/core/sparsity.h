@@ -5,6 +5,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace sl {
@@ -106,6 +107,12 @@ public:
     virtual void select_after_first(const token_info& t, std::span<const float> first, layer_masks& m) {}
     // glu: [hidden] silu(gate) * up of the neurons computed so far (0 elsewhere).
     virtual void select_down(const token_info& t, std::span<const float> glu, layer_masks& m) {}
+
+    // What the method resolved per layer from its configuration and calibration (thresholds, keep
+    // fractions, top-k densities), one named vector of n_layers values each, in a fixed order. A
+    // deployment config stores them and checks that a rebuilt method resolves the same values. Empty
+    // for methods with nothing resolved per layer (dense) or decided per sequence (GRIFFIN's experts).
+    virtual std::vector<std::pair<std::string, std::vector<float>>> per_layer_values() const { return {}; }
 };
 
 // Top-k helpers shared by the methods: indices of the k largest scores, returned sorted ascending.

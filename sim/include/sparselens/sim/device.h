@@ -22,6 +22,8 @@ struct device_profile {
     double flash_read_latency_s = 0;   // fixed cost per read command, 0 = none
     double flash_iops = 0;             // read commands per second ceiling, 0 = unlimited
     bool overlap_io_compute = true;    // flash reads overlap DRAM-bound compute (latency = max, else sum)
+
+    bool operator==(const device_profile&) const = default;
 };
 
 // Checks ranges (positive bandwidths, non-negative latency...); the message names `origin` and the field.
