@@ -31,9 +31,13 @@ std::vector<int32_t> eval_tokens(const loaded_model& lm, const std::string& text
     return tokens;
 }
 
+std::string calibration_path(const method_opts& o, const model& m) {
+    return o.calib_path.empty() ? m.path + ".calib" : o.calib_path;
+}
+
 std::optional<calibration> load_calibration(const method_opts& o, const model& m, bool required) {
-    std::string path = o.calib_path;
-    if (path.empty() && std::filesystem::exists(m.path + ".calib")) path = m.path + ".calib";
+    std::string path = calibration_path(o, m);
+    if (o.calib_path.empty() && !std::filesystem::exists(path)) path.clear();
     if (path.empty()) {
         if (required)
             throw cli_error(o.cfg.name + ": needs a calibration: run `sparselens calibrate " + m.path +
@@ -58,6 +62,14 @@ eval_params make_eval_params(const loaded_model& lm, const method_opts& o) {
     ep.max_windows = o.windows;
     ep.bos_id = lm.tok->bos_id();
     return ep;
+}
+
+void add_method_json(nlohmann::json& j, const method_config& c) {
+    j["method"] = c.name;
+    j["density_target"] = c.density;
+    j["d_in"] = c.d_in;
+    j["d_down"] = c.d_down;
+    j["gamma"] = c.gamma;
 }
 
 nlohmann::json eval_to_json(const eval_result& r) {

@@ -31,8 +31,12 @@ void add_method_options(CLI::App* c, method_opts& o);
 // Loads --calib (or MODEL.calib beside the model when present) and checks it fits the model; nullopt
 // when there is none and `required` is false.
 std::optional<calibration> load_calibration(const method_opts& o, const model& m, bool required);
+// The file load_calibration reads (or would): --calib, else MODEL.calib.
+std::string calibration_path(const method_opts& o, const model& m);
 
 nlohmann::json eval_to_json(const eval_result& r);
+// The method's name and density knobs beside its results: "method", "density_target", "d_in", "d_down", "gamma".
+void add_method_json(nlohmann::json& j, const method_config& c);
 
 // The evaluation context and parameters `eval` and `sweep` share: windows of --ctx, --threads,
 // --windows, the tokenizer's BOS.

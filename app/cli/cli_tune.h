@@ -1,4 +1,4 @@
-// Pieces of `sparselens tune` shared by its source files: options, JSON, export and session recording.
+// Pieces of `sparselens tune` shared by its source files: options, JSON and the export.
 #pragma once
 
 #include <memory>
@@ -31,21 +31,9 @@ nlohmann::json candidate_to_json(const sim::tune_candidate& c);
 nlohmann::json tune_to_json(const sim::tune_result& r, const sim::tune_params& p, const tune_opts& o,
                             const dense_reference& ref);
 
-// Records each evaluated candidate as a run of a session (one sweep row per tune).
-class tune_session {
-public:
-    virtual ~tune_session() = default;
-    virtual void record(const sim::tune_candidate& c, const dense_reference& ref) = 0;
-    // Records the export of the recommended candidate (`c` was recorded before).
-    virtual void record_export(const sim::tune_candidate& c, const std::string& path) = 0;
-};
-std::unique_ptr<tune_session> open_tune_session(const tune_opts& o, const loaded_model& lm, const calibration* calib,
-                                                const sim::tune_params& p);
-
 // Writes the first budget's recommendation as a deployment config (re-measured exactly as
 // `eval --config` measures it) and returns what was written, for the JSON output.
 nlohmann::json export_recommended(const tune_opts& o, const loaded_model& lm, const calibration* calib,
-                                  const sim::tune_params& p, const sim::tune_result& r, const dense_reference& ref,
-                                  tune_session* session);
+                                  const sim::tune_params& p, const sim::tune_result& r, const dense_reference& ref);
 
 }  // namespace sl::cli

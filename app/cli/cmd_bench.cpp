@@ -126,7 +126,7 @@ int run_bench(const bench_opts& o) {
             std::printf("\n");
         }
         if (o.method.cfg.name != "dense") {
-            const std::optional<calibration> cal = load_calibration(o.method, m, method_needs_calibration(o.method.cfg.name));
+            const std::optional<calibration> cal = load_calibration(o.method, m, method_config_needs_calibration(o.method.cfg));
             auto method = take(make_method(o.method.cfg, m, cal ? &*cal : nullptr));
             ctx.set_method(method.get());
             const decode_timing sparse = time_decode(ctx, prompt, o);

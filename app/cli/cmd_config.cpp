@@ -148,7 +148,7 @@ struct export_opts {
 int run_export(const export_opts& o) {
     if (!o.device_error.empty()) throw cli_error(o.device_error);
     loaded_model lm = load_model(o.model_path, o.tokenizer_path, true);
-    const bool needs_calib = method_needs_calibration(o.m.cfg.name) || o.m.cfg.pin_fraction > 0;
+    const bool needs_calib = method_config_needs_calibration(o.m.cfg);
     // A method without calibration stores none, even when MODEL.calib exists.
     const std::optional<calibration> cal = needs_calib ? load_calibration(o.m, *lm.m, true) : std::nullopt;
 

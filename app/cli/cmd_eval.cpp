@@ -96,7 +96,8 @@ int run_eval(eval_opts o) {
     if (!o.config_path.empty()) return run_eval_config(o);
     const auto t0 = std::chrono::steady_clock::now();
     loaded_model lm = load_model(o.model_path, o.tokenizer_path, true);
-    const std::optional<calibration> cal = load_calibration(o.m, *lm.m, method_needs_calibration(o.m.cfg.name));
+    const bool needs_calib = method_config_needs_calibration(o.m.cfg);
+    const std::optional<calibration> cal = load_calibration(o.m, *lm.m, needs_calib);
     auto method = take(make_method(o.m.cfg, *lm.m, cal ? &*cal : nullptr));
     const std::vector<int32_t> tokens = eval_tokens(lm, o.text_path, o.m);
 
@@ -107,24 +108,21 @@ int run_eval(eval_opts o) {
     const dense_reference ref = take(eval_dense_reference(ctx, tokens, ep));
     if (tty) ep.progress = [](float f) { std::fprintf(stderr, "\r%-16s %5.1f%%", "method:", 100.0 * f); return true; };
 
-    std::unique_ptr<lfu_residency> cache;
-    if (o.m.cfg.name == "dip-ca")
-        cache = std::make_unique<lfu_residency>(lm.m->hp.n_layers, lm.m->hp.dim, lm.m->hp.hidden_dim, o.cache_fraction);
+    const std::unique_ptr<lfu_residency> cache = standin_cache(o.m.cfg.name, lm.m->hp, o.cache_fraction);
     const eval_result r = take(eval_method(ctx, ref, *method, cache.get(), ep));
     if (tty) std::fprintf(stderr, "\r%40s\r", "");
     int64_t run_id = 0;
     if (!o.session.session_path.empty())
-        run_id = record_eval_in_session(o.session, lm, o.text_path, o.m, cal.has_value(), *method, r, cache.get(), o.cache_fraction,
+        run_id = record_eval_in_session(o.session, lm, o.text_path, o.m, needs_calib && cal ? &*cal : nullptr, r,
+                                        cache.get(), o.cache_fraction,
                                         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 
     if (o.json) {
         nlohmann::json j = eval_to_json(r);
         if (run_id > 0) j["session"] = {{"path", o.session.session_path}, {"run_id", run_id}};
-        j["method"] = o.m.cfg.name;
-        j["density_target"] = o.m.cfg.density;
-        j["gamma"] = o.m.cfg.gamma;
+        add_method_json(j, o.m.cfg);
         j["layout_bytes"] = ctx.layout_bytes();
-        if (cache) j["cache_hit_rate"] = double(cache->hits()) / double(std::max<uint64_t>(1, cache->hits() + cache->misses()));
+        if (cache) j["cache_hit_rate"] = cache->hit_rate();
         print_json(j);
         return 0;
     }
@@ -137,7 +135,7 @@ int run_eval(eval_opts o) {
                 r.dense_decode_tokens_per_second);
     if (cache)
         std::printf("cache        LFU stand-in at %.0f%% of units: hit rate %.1f%%\n", 100 * o.cache_fraction,
-                    100.0 * double(cache->hits()) / double(std::max<uint64_t>(1, cache->hits() + cache->misses())));
+                    100.0 * cache->hit_rate());
     if (run_id > 0) std::printf("session      recorded as run %lld in %s\n", static_cast<long long>(run_id), o.session.session_path.c_str());
     return 0;
 }

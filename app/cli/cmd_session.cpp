@@ -6,6 +6,7 @@
 
 #include "cli_common.h"
 #include "cli_session.h"
+#include "sparselens/sessions/jobs.h"
 #include "sparselens/sessions/run_convert.h"
 #include "sparselens/sessions/session_store.h"
 #include "sparselens/sim/device.h"
@@ -254,13 +255,13 @@ int cmd_export(const session_opts& o) {
     ss::export_params p;
     p.note = o.note;
     if (!o.device.empty()) {
-        ss::sim_setting d;
-        d.device = take(sim::device_find(o.device));
-        if (!sim::cache_policy_parse(o.policy, d.policy))
+        sim::sim_params sp = sim::sim_default_params();
+        sp.device = take(sim::device_find(o.device));
+        if (!sim::cache_policy_parse(o.policy, sp.policy))
             throw cli_error("unknown --policy '" + o.policy + "' (none, lru, lfu, belady, window)");
-        d.bits = o.bits;
-        d.context_tokens = o.context;
-        p.device = d;
+        sp.quant = sim::quant_default(o.bits);
+        sp.context_tokens = o.context;
+        p.device = ss::sim_setting_of(sp);
     }
     const ss::export_result r = take(ss::export_run(s, o.id, o.out, p));
     if (o.json) {
@@ -306,30 +307,39 @@ int cmd_delete(const session_opts& o) {
 }  // namespace
 
 int64_t record_eval_in_session(const session_record_opts& so, const loaded_model& lm, const std::string& text_path,
-                               const method_opts& mo, bool used_calibration, const sparsity_method& method,
-                               const eval_result& r, const lfu_residency* cache, float cache_fraction, double duration_s) {
-    std::error_code ec;
-    ss::session_store s = fs::exists(so.session_path, ec)
-                              ? take(ss::session_store::open(so.session_path))
-                              : take(ss::session_store::create(so.session_path, fs::path(so.session_path).stem().string()));
-    ss::run_record run = ss::run_record_from_eval(mo.cfg, r, {mo.n_ctx, mo.windows, mo.offset}, method.per_layer_values());
-    run.label = so.label;
-    run.duration_s = duration_s;
+                               const method_opts& mo, const calibration* calib, const eval_result& r,
+                               const lfu_residency* cache, float cache_fraction, double duration_s) {
+    ss::session_store s = take(ss::open_or_create_session(so.session_path));
+    const std::string text = read_text(text_path);
+    ss::run_inputs in = session_run_inputs(lm, text_path, text, mo, calib);
+    ss::evaluation e;
+    e.config = mo.cfg;
+    e.eval = r;
+    e.seconds = duration_s;
+    ss::record_params p;
+    p.label = so.label;
+    p.n_ctx = mo.n_ctx;
+    p.windows = mo.windows;
     if (cache) {
         // DIP-CA's masks depend on the stand-in cache it read: record its size so an export reproduces it.
         ss::sim_setting st;
         st.cache_fraction = cache_fraction;
-        run.device_json = ss::sim_setting_to_json(st);
-        run.hit_rate = double(cache->hits()) / double(std::max<uint64_t>(1, cache->hits() + cache->misses()));
+        p.setting = st;
+        e.hit_rate = cache->hit_rate();
     }
-    const std::string text = read_text(text_path);
-    ss::run_provenance p;
-    p.m = lm.m.get();
-    p.text_name = fs::path(text_path).filename().string();
-    p.text = std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size());
-    // The file load_calibration() read: --calib, else MODEL.calib.
-    if (used_calibration) p.calibration_path = mo.calib_path.empty() ? lm.m->path + ".calib" : mo.calib_path;
-    return take(ss::record_run(s, std::move(run), p));
+    return take(ss::record_evaluation(s, e, in, p));
+}
+
+ss::run_inputs session_run_inputs(const loaded_model& lm, const std::string& text_path, const std::string& text,
+                                  const method_opts& mo, const calibration* calib) {
+    ss::run_inputs in;
+    in.m = lm.m.get();
+    in.text_name = fs::path(text_path).filename().string();
+    in.text = std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size());
+    in.offset = mo.offset;
+    in.calib = calib;
+    if (calib) in.calibration_path = calibration_path(mo, *lm.m);
+    return in;
 }
 
 void register_session(CLI::App& app, command_fn& run) {

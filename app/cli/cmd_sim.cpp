@@ -254,7 +254,7 @@ int run_online(const sim_opts& o) {
     mo.cfg.density = o.density < 0 ? 0.5f : static_cast<float>(o.density);
     if (o.gamma >= 0) mo.cfg.gamma = static_cast<float>(o.gamma);
     mo.calib_path = o.calib;
-    const std::optional<calibration> cal = load_calibration(mo, *lm.m, method_needs_calibration(o.method));
+    const std::optional<calibration> cal = load_calibration(mo, *lm.m, method_config_needs_calibration(mo.cfg));
     auto method = take(make_method(mo.cfg, *lm.m, cal ? &*cal : nullptr));
 
     ss::sim_params p = build_params(o);

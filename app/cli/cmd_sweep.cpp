@@ -41,7 +41,11 @@ void write_csv(const std::string& path, const std::vector<sweep_point>& points) 
 int run_sweep(sweep_opts o) {
     loaded_model lm = load_model(o.model_path, o.tokenizer_path, true);
     bool need_cal = false;
-    for (const std::string& n : o.methods) need_cal = need_cal || method_needs_calibration(n);
+    for (const std::string& n : o.methods) {
+        method_config c = o.m.cfg;
+        c.name = n;
+        need_cal = need_cal || method_config_needs_calibration(c);
+    }
     const std::optional<calibration> cal = load_calibration(o.m, *lm.m, need_cal);
     const std::vector<int32_t> tokens = eval_tokens(lm, o.text_path, o.m);
 
@@ -70,11 +74,7 @@ int run_sweep(sweep_opts o) {
     nlohmann::json arr = nlohmann::json::array();
     for (const sweep_point& p : points) {
         nlohmann::json e = eval_to_json(p.result);
-        e["method"] = p.config.name;
-        e["density_target"] = p.config.density;
-        e["gamma"] = p.config.gamma;
-        e["d_in"] = p.config.d_in;
-        e["d_down"] = p.config.d_down;
+        add_method_json(e, p.config);
         e["pareto"] = p.pareto;
         if (p.cache_hit_rate >= 0) e["cache_hit_rate"] = p.cache_hit_rate;
         e.erase("layers");

@@ -9,8 +9,10 @@
 
 #include "cli_device.h"
 #include "cli_methods.h"
+#include "cli_session.h"
 #include "cli_tune.h"
 #include "sparselens/core/context.h"
+#include "sparselens/sessions/jobs.h"
 #include "sparselens/sim/tuner.h"
 
 namespace sl::cli {
@@ -134,11 +136,14 @@ int run_tune(tune_opts o) {
     loaded_model lm = load_model(o.model_path, o.tokenizer_path, true);
     ss::tune_params p = build_tune_params(o);
     bool need_cal = false;
-    for (const std::string& n : p.methods)
-        if (method_needs_calibration(n)) {
+    for (const std::string& n : p.methods) {
+        method_config c = p.base;
+        c.name = n;
+        if (method_config_needs_calibration(c)) {
             need_cal = true;
-            o.m.cfg.name = n;
+            o.m.cfg.name = n;  // names the method in load_calibration's error
         }
+    }
     const std::optional<calibration> cal = load_calibration(o.m, *lm.m, need_cal);
     const std::vector<int32_t> all_tokens = encode_prompt(lm, read_text(o.text_path));
     if (!o.offset_given && cal && cal->n_tokens > 0 && static_cast<size_t>(cal->n_tokens) < all_tokens.size() &&
@@ -164,23 +169,38 @@ int run_tune(tune_opts o) {
         }
         return g_interrupted == 0;
     };
-    std::unique_ptr<tune_session> session;
-    if (!o.session_path.empty()) session = open_tune_session(o, lm, cal ? &*cal : nullptr, p);
-    ss::tune_candidate_fn on_candidate;
-    if (session) on_candidate = [&](const ss::tune_candidate& c) { session->record(c, ref); };
-    auto tuned = ss::tune(ctx, ref, cal ? &*cal : nullptr, p, ep, on_candidate);
+    // --session: every evaluation becomes a run of one sweep, in the form `session export` turns into a config.
+    std::optional<sessions::session_store> store;
+    std::string text;  // the eval text's bytes, which the session stores
+    result<sessions::tune_job_result> tuned = error{""};
+    if (!o.session_path.empty()) {
+        store.emplace(take(sessions::open_or_create_session(o.session_path)));
+        text = read_text(o.text_path);
+        tuned = sessions::tune_into_session(*store, ctx, ref, p, ep,
+                                            session_run_inputs(lm, o.text_path, text, o.m, cal ? &*cal : nullptr));
+    } else if (result<ss::tune_result> t = ss::tune(ctx, ref, cal ? &*cal : nullptr, p, ep); t.ok()) {
+        sessions::tune_job_result plain;
+        plain.tune = std::move(*t);
+        tuned = std::move(plain);
+    } else {
+        tuned = t.err();
+    }
     if (tty) std::fprintf(stderr, "\n");
     if (!tuned.ok()) {
         if (tuned.cancelled()) {
-            std::fprintf(stderr, "sparselens: tune cancelled\n");
+            std::fprintf(stderr, "sparselens: %s\n", store ? tuned.message().c_str() : "tune cancelled");
             return 130;
         }
         throw cli_error(tuned.message());
     }
-    const ss::tune_result& r = *tuned;
+    const ss::tune_result& r = tuned->tune;
 
     nlohmann::json j = tune_to_json(r, p, o, ref);
-    if (!o.export_path.empty()) j["export"] = export_recommended(o, lm, cal ? &*cal : nullptr, p, r, ref, session.get());
+    if (store) j["session"] = {{"path", o.session_path}, {"sweep_id", tuned->sweep_id}};
+    if (!o.export_path.empty()) {
+        j["export"] = export_recommended(o, lm, cal ? &*cal : nullptr, p, r, ref);
+        if (store) take(sessions::record_export(*store, tuned->recommended_run_ids.front(), o.export_path));
+    }
     if (!o.out_json.empty()) {
         std::ofstream f(o.out_json, std::ios::trunc);
         if (!f || !(f << j.dump(2) << '\n') || !f.flush()) throw cli_error(o.out_json + ": write failed");
@@ -224,11 +244,7 @@ std::string candidate_summary(const ss::tune_candidate& c, bool sim) {
 nlohmann::json candidate_to_json(const ss::tune_candidate& c) {
     nlohmann::json e = eval_to_json(c.eval);
     e.erase("layers");
-    e["method"] = c.config.name;
-    e["density_target"] = c.config.density;
-    e["d_in"] = c.config.d_in;
-    e["d_down"] = c.config.d_down;
-    e["gamma"] = c.config.gamma;
+    add_method_json(e, c.config);
     e["stage"] = c.stage;
     e["windows"] = c.windows;
     e["full"] = c.full;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "calibration_internal.h"
+#include "sparselens/core/text_format.h"
 #include "sparselens/core/context.h"
 #include "sparselens/kernels/kernels.h"
 
@@ -296,15 +297,6 @@ private:
     std::vector<uint8_t> m_mark;
 };
 
-std::string utc_now() {
-    const std::time_t t = std::time(nullptr);
-    std::tm tm{};
-    gmtime_r(&t, &tm);
-    char buf[32];
-    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    return buf;
-}
-
 std::string str(int64_t v) { return std::to_string(v); }
 
 }  // namespace
@@ -442,7 +434,7 @@ result<calibration> calibrate(const model& m, std::span<const int32_t> tokens, c
     cal.n_tokens = n_tokens;
     cal.n_windows = static_cast<int32_t>(n_windows);
     cal.text_hash = fnv1a64(tokens.data(), static_cast<size_t>(n_tokens) * sizeof(int32_t));
-    cal.created = utc_now();
+    cal.created = utc_now_iso8601();
     obs.finish(m, cal.layers);
     cal.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return cal;

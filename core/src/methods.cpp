@@ -97,6 +97,10 @@ bool method_needs_calibration(const std::string& name) {
     return e && e->needs_calibration;
 }
 
+bool method_config_needs_calibration(const method_config& c) {
+    return method_needs_calibration(c.name) || c.pin_fraction > 0.0f;
+}
+
 result<std::unique_ptr<sparsity_method>> make_method(const method_config& cfg, const model& m,
                                                      const calibration* calib) {
     const method_entry* e = find_entry(cfg.name);

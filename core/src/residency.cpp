@@ -83,4 +83,11 @@ void lfu_residency::on_token(int32_t layer, int32_t pos, const layer_masks& mask
     access(m_neurons[static_cast<size_t>(layer)], used_neurons, pos);
 }
 
+bool method_reads_cache(const std::string& method) { return method == "dip-ca"; }
+
+std::unique_ptr<lfu_residency> standin_cache(const std::string& method, const model_hparams& hp, float cache_fraction) {
+    if (!method_reads_cache(method)) return nullptr;
+    return std::make_unique<lfu_residency>(hp.n_layers, hp.dim, hp.hidden_dim, cache_fraction);
+}
+
 }  // namespace sl

@@ -23,16 +23,11 @@ result<evaluated> evaluate_config(context& ctx, const dense_reference& ref, cons
                                   const method_config& cfg, float cache_fraction, const eval_params& eval) {
     auto method = make_method(cfg, ctx.get_model(), calib);
     if (!method.ok()) return error{method.message()};
-    std::unique_ptr<lfu_residency> cache;
-    if (cfg.name == "dip-ca") {
-        const model_hparams& hp = ctx.get_model().hp;
-        cache = std::make_unique<lfu_residency>(hp.n_layers, hp.dim, hp.hidden_dim, cache_fraction);
-    }
+    const std::unique_ptr<lfu_residency> cache = standin_cache(cfg.name, ctx.get_model().hp, cache_fraction);
     auto r = eval_method(ctx, ref, **method, cache.get(), eval);
     if (!r.ok()) return error{r.message(), r.cancelled()};
     evaluated e{std::move(r).value()};
-    if (cache && cache->hits() + cache->misses() > 0)
-        e.hit_rate = static_cast<double>(cache->hits()) / static_cast<double>(cache->hits() + cache->misses());
+    if (cache && cache->hits() + cache->misses() > 0) e.hit_rate = cache->hit_rate();
     return e;
 }
 
@@ -44,7 +39,9 @@ result<std::vector<sweep_point>> sweep_run(context& ctx, const dense_reference& 
     for (const std::string& name : params.methods) {
         if (std::find(method_names().begin(), method_names().end(), name) == method_names().end())
             return error{"sweep: unknown method '" + name + "'"};
-        if (method_needs_calibration(name) && !calib)
+        method_config named = params.base;
+        named.name = name;
+        if (method_config_needs_calibration(named) && !calib)
             return error{"sweep: method '" + name + "' needs a calibration file (sparselens calibrate MODEL TEXT)"};
         for (float d : params.densities) {
             const std::vector<float> gammas = name == "dip-ca" ? params.gammas : std::vector<float>{params.base.gamma};

@@ -1,15 +1,17 @@
 // Recording evaluations as runs and exporting runs as deployment configs.
 #include "sparselens/sessions/run_convert.h"
 
-#include <charconv>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <limits>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "sparselens/core/calibration.h"
 #include "sparselens/core/fingerprint.h"
+#include "sparselens/core/text_format.h"
 
 namespace sl::sessions {
 
@@ -18,20 +20,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A float as the double of its shortest decimal form ("0.6", not 0.60000002384...); narrowing it back
-// gives the same float.
-double float_json(float f) {
-    char buf[32];
-    const auto r = std::to_chars(buf, buf + sizeof buf, f);
-    double d = 0;
-    std::from_chars(buf, r.ptr, d);
-    return d;
-}
-
 json value_json(float f) {
     if (std::isinf(f)) return f > 0 ? "inf" : "-inf";
     if (std::isnan(f)) return "nan";
-    return float_json(f);
+    return float_shortest(f);
 }
 
 // Parses text as a JSON object; errors name origin.
@@ -83,54 +75,22 @@ bool only_keys(const json& j, std::initializer_list<const char*> keys, std::stri
     return true;
 }
 
-json device_to_json(const sim::device_profile& d) {
-    return {{"name", d.name},
-            {"display_name", d.display_name},
-            {"description", d.description},
-            {"aliases", d.aliases},
-            {"dram_bytes", d.dram_bytes},
-            {"dram_bandwidth", d.dram_bandwidth},
-            {"flash_bandwidth", d.flash_bandwidth},
-            {"flash_page_bytes", d.flash_page_bytes},
-            {"flash_read_latency_s", d.flash_read_latency_s},
-            {"flash_iops", d.flash_iops},
-            {"overlap_io_compute", d.overlap_io_compute}};
-}
-
-bool device_from_json(const json& j, sim::device_profile& d, std::string& msg) {
-    if (!j.is_object()) return msg = "field 'device' must be an object", false;
-    if (!only_keys(j, {"name", "display_name", "description", "aliases", "dram_bytes", "dram_bandwidth",
-                       "flash_bandwidth", "flash_page_bytes", "flash_read_latency_s", "flash_iops", "overlap_io_compute"},
-                   msg))
-        return false;
-    if (auto it = j.find("aliases"); it != j.end()) {
-        if (!it->is_array()) return msg = "field 'aliases' must be an array of strings", false;
-        for (const json& a : *it) {
-            if (!a.is_string()) return msg = "field 'aliases' must be an array of strings", false;
-            d.aliases.push_back(a.get<std::string>());
-        }
-    }
-    return read_field(j, "name", d.name, msg) && read_field(j, "display_name", d.display_name, msg) &&
-           read_field(j, "description", d.description, msg) && read_field(j, "dram_bytes", d.dram_bytes, msg) &&
-           read_field(j, "dram_bandwidth", d.dram_bandwidth, msg) && read_field(j, "flash_bandwidth", d.flash_bandwidth, msg) &&
-           read_field(j, "flash_page_bytes", d.flash_page_bytes, msg) &&
-           read_field(j, "flash_read_latency_s", d.flash_read_latency_s, msg) &&
-           read_field(j, "flash_iops", d.flash_iops, msg) && read_field(j, "overlap_io_compute", d.overlap_io_compute, msg);
-}
+// A run's device as a deployment config stores it, so the two agree field for field.
+json device_to_json(const sim::device_profile& d) { return json::parse(sim::deploy_device_to_json(d)); }
 
 }  // namespace
 
 std::string method_config_to_json(const method_config& c) {
     const json j = {{"name", c.name},
-                    {"density", float_json(c.density)},
-                    {"d_in", float_json(c.d_in)},
-                    {"d_down", float_json(c.d_down)},
-                    {"gamma", float_json(c.gamma)},
-                    {"attn_density", float_json(c.attn_density)},
+                    {"density", float_shortest(c.density)},
+                    {"d_in", float_shortest(c.d_in)},
+                    {"d_down", float_shortest(c.d_down)},
+                    {"gamma", float_shortest(c.gamma)},
+                    {"attn_density", float_shortest(c.attn_density)},
                     {"rank", c.rank},
-                    {"pin_fraction", float_json(c.pin_fraction)},
+                    {"pin_fraction", float_shortest(c.pin_fraction)},
                     {"ffsplit_mode", c.ffsplit_mode},
-                    {"ffsplit_heavy", float_json(c.ffsplit_heavy)}};
+                    {"ffsplit_heavy", float_shortest(c.ffsplit_heavy)}};
     return j.dump();
 }
 
@@ -155,10 +115,14 @@ result<method_config> method_config_from_json(const std::string& text, const std
 std::string sim_setting_to_json(const sim_setting& s) {
     const json j = {{"device", s.device.name.empty() ? json(nullptr) : device_to_json(s.device)},
                     {"policy", sim::cache_policy_name(s.policy)},
+                    {"window_tokens", s.window_tokens},
                     {"bits", s.bits},
+                    {"group_size", s.group_size},
+                    {"scale_bits", s.scale_bits},
+                    {"embedding_bits", s.embedding_bits},
                     {"context_tokens", s.context_tokens},
                     {"layout", s.layout},
-                    {"cache_fraction", float_json(s.cache_fraction)},
+                    {"cache_fraction", float_shortest(s.cache_fraction)},
                     {"sim_tokens", s.sim_tokens}};
     return j.dump();
 }
@@ -168,19 +132,60 @@ result<sim_setting> sim_setting_from_json(const std::string& text, const std::st
     if (!j.ok()) return j.err();
     sim_setting s;
     std::string msg, policy = sim::cache_policy_name(s.policy);
-    bool ok = only_keys(*j, {"device", "policy", "bits", "context_tokens", "layout", "cache_fraction", "sim_tokens"}, msg) &&
-              read_field(*j, "policy", policy, msg) && read_field(*j, "bits", s.bits, msg) &&
-              read_field(*j, "context_tokens", s.context_tokens, msg) && read_field(*j, "layout", s.layout, msg) &&
-              read_field(*j, "cache_fraction", s.cache_fraction, msg) && read_field(*j, "sim_tokens", s.sim_tokens, msg);
+    bool ok = only_keys(*j, {"device", "policy", "window_tokens", "bits", "group_size", "scale_bits", "embedding_bits",
+                             "context_tokens", "layout", "cache_fraction", "sim_tokens"},
+                        msg) &&
+              read_field(*j, "policy", policy, msg) && read_field(*j, "window_tokens", s.window_tokens, msg) &&
+              read_field(*j, "bits", s.bits, msg);
+    if (ok) {
+        // Runs recorded before the weight format was stored: the format `bits` stands for.
+        const sim::quant_format q = sim::quant_default(s.bits);
+        s.group_size = q.group_size;
+        s.scale_bits = q.scale_bits;
+        s.embedding_bits = q.embedding_bits;
+    }
+    ok = ok && read_field(*j, "group_size", s.group_size, msg) && read_field(*j, "scale_bits", s.scale_bits, msg) &&
+         read_field(*j, "embedding_bits", s.embedding_bits, msg) && read_field(*j, "context_tokens", s.context_tokens, msg) &&
+         read_field(*j, "layout", s.layout, msg) && read_field(*j, "cache_fraction", s.cache_fraction, msg) &&
+         read_field(*j, "sim_tokens", s.sim_tokens, msg);
+    if (ok) {
+        if (outcome q = sim::quant_validate({s.bits, s.group_size, s.scale_bits, s.embedding_bits}); !q.ok())
+            ok = (msg = q.message(), false);
+    }
     if (ok && !j->contains("device")) ok = (msg = "missing field 'device'", false);
-    const bool has_device = ok && !j->at("device").is_null();
-    if (has_device) ok = device_from_json(j->at("device"), s.device, msg);
-    if (ok && has_device && s.device.name.empty()) ok = (msg = "the device needs a name (null for no device)", false);
     if (ok && !sim::cache_policy_parse(policy, s.policy)) ok = (msg = "unknown cache policy '" + policy + "'", false);
     if (!ok) return error{origin + ": device setting: " + msg};
-    if (has_device)
-        if (outcome o = sim::device_validate(s.device, origin); !o.ok()) return o.err();
+    if (const json& d = j->at("device"); !d.is_null()) {
+        result<sim::device_profile> dev = sim::deploy_device_from_json(d.dump(), origin + ": device setting");
+        if (!dev.ok()) return dev.err();
+        s.device = std::move(*dev);
+    }
     return s;
+}
+
+sim_setting sim_setting_of(const sim::sim_params& p, const std::string& layout, uint32_t sim_tokens) {
+    sim_setting s;
+    s.device = p.device;
+    s.policy = p.policy;
+    s.window_tokens = p.window_tokens;
+    s.bits = p.quant.bits;
+    s.group_size = p.quant.group_size;
+    s.scale_bits = p.quant.scale_bits;
+    s.embedding_bits = p.quant.embedding_bits;
+    s.context_tokens = p.context_tokens;
+    s.layout = layout;
+    s.sim_tokens = sim_tokens;
+    return s;
+}
+
+sim::sim_params sim_params_of(const sim_setting& s) {
+    sim::sim_params p = sim::sim_default_params();
+    p.device = s.device;
+    p.policy = s.policy;
+    p.window_tokens = s.window_tokens;
+    p.quant = {s.bits, s.group_size, s.scale_bits, s.embedding_bits};
+    p.context_tokens = s.context_tokens;
+    return p;
 }
 
 std::string per_layer_to_json(const std::vector<layer_density>& measured, const sim::per_layer_table& resolved) {
@@ -345,10 +350,7 @@ result<sim::deploy_config> deploy_config_of_run(const session_store& s, int64_t 
         dev = std::move(*d);
     }
     if (dev) {
-        c.device = dev->device;
-        c.policy = dev->policy;
-        c.bits = dev->bits;
-        c.context_tokens = dev->context_tokens;
+        sim::deploy_set_sim(c, sim_params_of(*dev));
         c.layout = dev->layout;
         c.cache_fraction = dev->cache_fraction;
     }
@@ -416,21 +418,31 @@ result<export_result> export_run(session_store& s, int64_t run_id, const std::st
     if (outcome o = sim::deploy_config_write(out_path, *c, cal ? &*cal : nullptr); !o.ok()) return o.err();
     result<sim::loaded_deploy_config> back = sim::deploy_config_read(out_path);
     if (!back.ok()) return back.err();
-    result<std::string> sha = sha256_file(out_path);
-    if (!sha.ok()) return sha.err();
+    result<export_record> rec = record_export(s, run_id, out_path);
+    if (!rec.ok()) return rec.err();
     export_result out;
     out.config = std::move(back->config);
-    out.path = fs::absolute(out_path).lexically_normal().string();
-    out.sha256 = *sha;
+    out.path = rec->path;
+    out.sha256 = rec->sha256;
+    out.export_id = rec->id;
+    return out;
+}
+
+result<export_record> record_export(session_store& s, int64_t run_id, const std::string& config_path) {
+    std::ifstream f(config_path, std::ios::binary);
+    std::ostringstream text;
+    if (!f || !(text << f.rdbuf())) return error{config_path + ": cannot read the exported config"};
     export_record rec;
     rec.run_id = run_id;
-    rec.path = out.path;
-    rec.sha256 = out.sha256;
-    rec.config_json = sim::deploy_config_to_json(out.config);
+    std::error_code ec;
+    const fs::path abs = fs::absolute(config_path, ec);
+    rec.path = (ec ? fs::path(config_path) : abs).lexically_normal().string();
+    rec.config_json = text.str();
+    rec.sha256 = sha256_hex(std::string_view(rec.config_json));
     result<int64_t> id = s.add_export(rec);
     if (!id.ok()) return id.err();
-    out.export_id = *id;
-    return out;
+    rec.id = *id;
+    return rec;
 }
 
 }  // namespace sl::sessions

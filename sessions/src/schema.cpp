@@ -7,6 +7,7 @@
 
 #include <charconv>
 
+#include "sparselens/core/text_format.h"
 #include "sparselens/sessions/session_store.h"
 
 namespace sl::sessions::detail {
@@ -254,7 +255,7 @@ outcome schema_create(connection& c, int32_t version, const std::string& name) {
     if (outcome o = c.exec(ddl, "cannot create the schema"); !o.ok()) return o;
     for (auto [k, v] : {std::pair<const char*, std::string>{"schema_version", std::to_string(version)},
                         {"name", name},
-                        {"created", utc_now_iso()},
+                        {"created", utc_now_iso8601()},
                         {"tool", "sparselens 0.1.0"}})
         if (outcome o = set_meta(c, k, v); !o.ok()) return o;
     return t->commit();

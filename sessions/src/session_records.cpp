@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "sparselens/core/fingerprint.h"
+#include "sparselens/core/text_format.h"
 #include "store_impl.h"
 
 namespace sl::sessions {
@@ -151,7 +152,7 @@ result<int64_t> session_store::add_model(const model_record& m) {
         s.bind(1, m.sha256).bind(2, m.path).bind(3, m.format).bind(4, m.name);
         s.bind(5, static_cast<int64_t>(m.file_bytes)).bind(6, int64_t{m.dim}).bind(7, int64_t{m.hidden_dim});
         s.bind(8, int64_t{m.n_layers}).bind(9, int64_t{m.n_heads}).bind(10, int64_t{m.n_kv_heads});
-        s.bind(11, int64_t{m.vocab_size}).bind(12, int64_t{m.seq_len}).bind(13, utc_now_iso());
+        s.bind(11, int64_t{m.vocab_size}).bind(12, int64_t{m.seq_len}).bind(13, utc_now_iso8601());
     };
     return upsert_by_sha(this->m->db, m.sha256, "SELECT id FROM models WHERE sha256 = ?1",
                          "UPDATE models SET path = ?2, name = ?4 WHERE id = ?99",
@@ -165,7 +166,7 @@ result<int64_t> session_store::add_text(const std::string& name, std::span<const
     const std::string sha = sha256_hex(bytes);
     auto bind = [&](statement& s) {
         s.bind(1, sha).bind(2, name).bind(3, kind).bind(4, static_cast<int64_t>(bytes.size()));
-        s.bind_blob(5, bytes.data(), bytes.size()).bind(6, utc_now_iso());
+        s.bind_blob(5, bytes.data(), bytes.size()).bind(6, utc_now_iso8601());
     };
     return upsert_by_sha(m->db, sha, "SELECT id FROM texts WHERE sha256 = ?1", nullptr,
                          "INSERT INTO texts (sha256, name, kind, bytes, content, added) VALUES (?1,?2,?3,?4,?5,?6)", bind,
@@ -177,7 +178,7 @@ result<int64_t> session_store::add_calibration(const calibration_record& c) {
     if (!is_sha256(c.sha256)) return error{path() + ": calibration " + c.path + ": sha256 must be 64 lowercase hex digits"};
     auto bind = [&](statement& s) {
         s.bind(1, c.sha256).bind(2, c.path).bind(3, c.model_id);
-        s.bind(4, c.params_json.empty() ? std::string("{}") : c.params_json).bind(5, utc_now_iso());
+        s.bind(4, c.params_json.empty() ? std::string("{}") : c.params_json).bind(5, utc_now_iso8601());
     };
     return upsert_by_sha(m->db, c.sha256, "SELECT id FROM calibrations WHERE sha256 = ?1",
                          "UPDATE calibrations SET path = ?2 WHERE id = ?99",
@@ -190,7 +191,7 @@ result<int64_t> session_store::add_sweep(const sweep_record& sw) {
     result<statement> s = statement::prepare(
         m->db, "INSERT INTO sweeps (created, label, params_json, model_id, text_id) VALUES (?1,?2,?3,?4,?5)");
     if (!s.ok()) return s.err();
-    s->bind(1, sw.created.empty() ? utc_now_iso() : sw.created).bind(2, sw.label);
+    s->bind(1, sw.created.empty() ? utc_now_iso8601() : sw.created).bind(2, sw.label);
     s->bind(3, sw.params_json.empty() ? std::string("{}") : sw.params_json).bind(4, sw.model_id).bind(5, sw.text_id);
     if (outcome o = s->run("cannot record the sweep"); !o.ok()) return o.err();
     return sqlite3_last_insert_rowid(m->db.get());
@@ -206,7 +207,7 @@ result<int64_t> session_store::add_run(const run_record& r) {
         "per_layer_json, cpu_tok_s, cpu_tok_s_dense, duration_s, device_name, device_json, sim_tok_s, hit_rate) "
         "VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,?24,?25,?26,?27)");
     if (!s.ok()) return s.err();
-    s->bind(1, r.created.empty() ? utc_now_iso() : r.created).bind(2, r.label).bind(3, r.method);
+    s->bind(1, r.created.empty() ? utc_now_iso8601() : r.created).bind(2, r.label).bind(3, r.method);
     s->bind(4, r.params_json.empty() ? std::string("{}") : r.params_json).bind(5, r.model_id);
     s->bind(6, r.text_id).bind(7, r.calibration_id).bind(8, r.sweep_id);
     s->bind(9, int64_t{r.n_ctx}).bind(10, int64_t{r.windows}).bind(11, r.offset);
@@ -223,7 +224,7 @@ result<int64_t> session_store::add_export(const export_record& e) {
     result<statement> s = statement::prepare(
         m->db, "INSERT INTO exports (run_id, created, path, sha256, config_json) VALUES (?1,?2,?3,?4,?5)");
     if (!s.ok()) return s.err();
-    s->bind(1, e.run_id).bind(2, e.created.empty() ? utc_now_iso() : e.created).bind(3, e.path);
+    s->bind(1, e.run_id).bind(2, e.created.empty() ? utc_now_iso8601() : e.created).bind(3, e.path);
     s->bind(4, e.sha256).bind(5, e.config_json);
     if (outcome o = s->run("cannot record the export"); !o.ok()) return o.err();
     return sqlite3_last_insert_rowid(m->db.get());

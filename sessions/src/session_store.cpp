@@ -10,6 +10,7 @@
 #include <ctime>
 
 #include "schema.h"
+#include "sparselens/core/text_format.h"
 #include "store_impl.h"
 
 namespace sl::sessions {
@@ -20,14 +21,6 @@ namespace {
 
 // Long enough for another process's run insert or a checkpoint; the GUI's engine thread waits at most this.
 constexpr int busy_timeout_ms = 5000;
-
-std::string iso_utc(time_t t) {
-    std::tm tm{};
-    gmtime_r(&t, &tm);
-    char buf[32];
-    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    return buf;
-}
 
 // Checks what can be checked without SQLite: a regular file, the SQLite magic, our application_id.
 // Foreign files are thereby refused before SQLite opens them at all.
@@ -142,7 +135,6 @@ outcome create_file(const std::string& path, const std::string& name, int32_t ve
 
 }  // namespace
 
-std::string utc_now_iso() { return iso_utc(std::time(nullptr)); }
 
 session_store::session_store(std::unique_ptr<impl> p) : m(std::move(p)) {}
 session_store::session_store(session_store&&) noexcept = default;
@@ -224,7 +216,7 @@ result<session_info> read_info(const connection& c) {
     struct stat st {};
     if (::stat(c.path().c_str(), &st) == 0) {
         info.file_bytes = st.st_size;
-        info.modified = iso_utc(st.st_mtime);
+        info.modified = utc_iso8601(st.st_mtime);
     }
     return info;
 }

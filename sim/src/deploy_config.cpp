@@ -1,9 +1,7 @@
 // Deployment configs: canonical JSON writer, strict reader, checksummed calibration sidecar, model identity.
 #include "sparselens/sim/deploy_config.h"
 
-#include <charconv>
 #include <cmath>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -11,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sparselens/core/fingerprint.h"
+#include "sparselens/core/text_format.h"
 #include "sparselens/sim/memory_map.h"
 
 namespace sl::sim {
@@ -22,29 +21,10 @@ namespace {
 
 constexpr size_t max_config_bytes = size_t{64} << 20;
 
-// A float as the double of its shortest decimal form, so "0.5f" is written "0.5", not 0.5000000001...;
-// reading that double back and narrowing gives the same float.
-double float_json(float f) {
-    char buf[32];
-    const auto r = std::to_chars(buf, buf + sizeof buf, f);
-    double d = 0;
-    std::from_chars(buf, r.ptr, d);
-    return d;
-}
-
 // Per-layer values may be infinite (a threshold that keeps nothing); JSON has no infinity.
 ojson layer_value_json(float f) {
     if (std::isinf(f)) return f > 0 ? "inf" : "-inf";
-    return float_json(f);
-}
-
-std::string utc_now() {
-    const std::time_t t = std::time(nullptr);
-    std::tm tm{};
-    gmtime_r(&t, &tm);
-    char buf[32];
-    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    return buf;
+    return float_shortest(f);
 }
 
 bool is_sha256_hex(const std::string& s) {
@@ -287,15 +267,15 @@ std::string deploy_config_to_json(const deploy_config& c) {
     const method_config& mc = c.method;
     ojson me;
     me["name"] = mc.name;
-    me["density"] = float_json(mc.density);
-    me["d_in"] = float_json(mc.d_in);
-    me["d_down"] = float_json(mc.d_down);
-    me["gamma"] = float_json(mc.gamma);
-    me["attn_density"] = float_json(mc.attn_density);
+    me["density"] = float_shortest(mc.density);
+    me["d_in"] = float_shortest(mc.d_in);
+    me["d_down"] = float_shortest(mc.d_down);
+    me["gamma"] = float_shortest(mc.gamma);
+    me["attn_density"] = float_shortest(mc.attn_density);
     me["rank"] = mc.rank;
-    me["pin_fraction"] = float_json(mc.pin_fraction);
+    me["pin_fraction"] = float_shortest(mc.pin_fraction);
     me["ffsplit_mode"] = mc.ffsplit_mode;
-    me["ffsplit_heavy"] = float_json(mc.ffsplit_heavy);
+    me["ffsplit_heavy"] = float_shortest(mc.ffsplit_heavy);
     j["method"] = me;
 
     ojson pl = ojson::object();
@@ -320,7 +300,7 @@ std::string deploy_config_to_json(const deploy_config& c) {
     s["embedding_bits"] = c.embedding_bits;
     s["context_tokens"] = c.context_tokens;
     s["layout"] = c.layout.empty() ? deploy_default_layout(mc.name) : c.layout;
-    s["cache_fraction"] = float_json(c.cache_fraction);
+    s["cache_fraction"] = float_shortest(c.cache_fraction);
     j["simulation"] = s;
 
     const deploy_expectations& e = c.expected;
@@ -449,7 +429,7 @@ result<deploy_config> deploy_config_from_json(const std::string& text, const std
                 fields::fail("field 'calibration.file' must be a plain file name beside the config (got '" +
                              c.calibration_file + "')");
             c.calibration_sha256 = cf.sha("sha256");
-        } else if (method_needs_calibration(mc.name) || mc.pin_fraction > 0) {
+        } else if (method_config_needs_calibration(mc)) {
             fields::fail("method '" + mc.name + "' needs a calibration but field 'calibration' is null");
         }
 
@@ -508,7 +488,7 @@ result<deploy_config> deploy_config_from_json(const std::string& text, const std
 }
 
 outcome deploy_config_write(const std::string& path, deploy_config c, const calibration* calib) {
-    if (c.created.empty()) c.created = utc_now();
+    if (c.created.empty()) c.created = utc_now_iso8601();
     if (c.layout.empty()) c.layout = deploy_default_layout(c.method.name);
     c.version = deploy_config_version;
     std::vector<uint8_t> calib_bytes;
@@ -588,6 +568,19 @@ outcome deploy_check_per_layer(const deploy_config& c, const per_layer_table& re
         if (!find(resolved, name))
             return error{"per_layer '" + name + "' is not a value method " + c.method.name + " resolves" + why};
     return {};
+}
+
+std::string deploy_device_to_json(const device_profile& d) { return device_json(d).dump(); }
+
+result<device_profile> deploy_device_from_json(const std::string& text, const std::string& origin) {
+    try {
+        const ojson j = ojson::parse(text);
+        return device_from(fields(j, "device"));
+    } catch (const bad_field& e) {
+        return error{origin + ": " + e.what()};
+    } catch (const nlohmann::json::exception& e) {
+        return error{origin + ": device: " + e.what()};
+    }
 }
 
 }  // namespace sl::sim

@@ -52,8 +52,7 @@ result<deploy_runtime> build_runtime(const deploy_config& c, const model& m, con
         if (!sim) return error{origin + ": simulator: " + sim.message()};
         rt.sim = sim->get();
         rt.residency = std::move(sim).value();
-    } else if (c.method.name == "dip-ca") {
-        auto lfu = std::make_unique<lfu_residency>(m.hp.n_layers, m.hp.dim, m.hp.hidden_dim, c.cache_fraction);
+    } else if (std::unique_ptr<lfu_residency> lfu = standin_cache(c.method.name, m.hp, c.cache_fraction)) {
         rt.lfu = lfu.get();
         rt.residency = std::move(lfu);
     }
@@ -100,7 +99,7 @@ result<deploy_measurement> measure_expectations(const model& m, const deploy_con
     if (!ref) return ref.err();
     ep.progress = stage(eval_end / 2, eval_end);
     // Only DIP-CA reads the cache; other methods are evaluated without one, exactly as `sparselens eval`.
-    residency_source* eval_residency = c.method.name == "dip-ca" ? rt->residency.get() : nullptr;
+    residency_source* eval_residency = method_reads_cache(c.method.name) ? rt->residency.get() : nullptr;
     auto ev = eval_method(*ctx, *ref, *rt->method, eval_residency, ep);
     if (!ev) return ev.err();
 

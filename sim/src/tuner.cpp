@@ -176,7 +176,7 @@ result<tune_candidate> tuner::evaluate_uncached(const method_config& cfg, bool f
     auto method = make_method(cfg, m_ctx.get_model(), m_calib);
     if (!method) return error{"tune: " + method.message()};
 
-    const bool cache_aware = cfg.name == "dip-ca";
+    const bool cache_aware = method_reads_cache(cfg.name);
     const bool simulate = m_p.objective == tune_objective::sim || cache_aware;
     tune_candidate c;
     c.config = cfg;
@@ -365,7 +365,9 @@ result<tune_result> tuner::run() {
         if (std::find(method_names().begin(), method_names().end(), name) == method_names().end())
             return error{"tune: unknown method '" + name + "'"};
         if (name == "dense" || name == "ffsplit") return error{"tune: '" + name + "' has nothing to tune"};
-        if (method_needs_calibration(name) && !m_calib)
+        method_config named = m_p.base;
+        named.name = name;
+        if (method_config_needs_calibration(named) && !m_calib)
             return error{"tune: method '" + name + "' needs a calibration file (sparselens calibrate MODEL TEXT)"};
     }
     for (float d : m_p.densities)
@@ -386,6 +388,7 @@ result<tune_result> tuner::run() {
     method_config dense = m_p.base;
     dense.name = "dense";
     dense.density = 1.0f;
+    dense.pin_fraction = 0.0f;  // dense reads every neuron: nothing to pin (make_method refuses it)
     auto dense_c = evaluate_uncached(dense, true, "dense");
     if (!dense_c) return dense_c.err();
     m_result.dense = std::move(dense_c).value();

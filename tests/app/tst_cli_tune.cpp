@@ -1,7 +1,9 @@
 // `sparselens tune` end to end on stories260K: calibrate → tune (small grid) → --export → `eval --config`
 // reproduces the tuned accuracy and `run --config` generates the same greedy tokens as the API with the
-// tuned method; --session records every evaluation and the export.
+// tuned method; --session records every evaluation and the export, and `session export` of a tuner run gives
+// the config --export wrote (pinning included, which needs a calibration even for DIP).
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -39,15 +41,20 @@ const std::string text = q("text/stories260K_samples.txt");
 // flash reads so that these tiny units are not dominated by 4 KB pages.
 const std::string device = " --device a18 --dram 480KB --bits 8 --context 512 --page 0 --threads 1";
 
+// `tune` with a calibration of the text's first 2048 tokens (made first) and `args`.
+run_result calibrate_and_tune(const std::string& calib, const std::string& args) {
+    const run_result c =
+        run_cli("calibrate " + model + " " + text + " --max-tokens 2048 --threads 1 --json --out '" + calib + "'");
+    if (c.code != 0) return c;
+    return run_cli("tune " + model + " " + text + " --calib '" + calib + "'" + device + args + " --json");
+}
+
 TEST(CliTune, CalibrateTuneExportEvalAndRunAgree) {
     temp_dir dir;
     const std::string calib = dir / "s.calib", cfg = dir / "tuned.json", session = dir / "s.slsession";
-    run_result r = run_cli("calibrate " + model + " " + text + " --max-tokens 2048 --threads 1 --json --out '" + calib + "'");
-    ASSERT_EQ(r.code, 0) << r.err;
-
-    r = run_cli("tune " + model + " " + text + " --calib '" + calib + "'" + device +
+    run_result r = calibrate_and_tune(calib,
                 " --methods dip,cats --densities 0.6,0.8 --windows 4 --coarse-windows 2 --refine-steps 2 --dip-splits 2"
-                " --budget ppl+0.5 --budget 'kld<0.05' --export '" + cfg + "' --session '" + session + "' --json");
+                " --budget ppl+0.5 --budget 'kld<0.05' --export '" + cfg + "' --session '" + session + "'");
     ASSERT_EQ(r.code, 0) << r.err;
     const auto j = nlohmann::json::parse(r.out);
     EXPECT_EQ(j["offset"], 2048) << "the eval text must start after the calibration's tokens";
@@ -136,6 +143,50 @@ TEST(CliTune, CalibrateTuneExportEvalAndRunAgree) {
     ASSERT_TRUE(exported_run.ok());
     EXPECT_EQ(exported_run->method, rec["method"].get<std::string>());
     EXPECT_EQ(exported_run->ppl, rec["ppl"].get<double>());
+}
+
+// A tune with --pin on a method that needs no calibration of its own (DIP): the pinning does, so the export
+// carries a sidecar. With --session, `session export` of the recommended run gives the same method, device
+// and simulator setting as --export, and `eval --config` reproduces the run's accuracy exactly.
+TEST(CliTune, PinnedSessionRunsExportLikeTheTuner) {
+    temp_dir dir;
+    const std::string calib = dir / "s.calib", cfg = dir / "pinned.json", session = dir / "p.slsession",
+                      from_session = dir / "from-session.json";
+    run_result r = calibrate_and_tune(calib,
+                " --methods dip --pin 0.05 --densities 0.6,0.8 --windows 3 --coarse-windows 3 --refine-steps 1"
+                " --dip-splits 0 --budget ppl+0.5 --export '" + cfg + "' --session '" + session + "'");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    ASSERT_FALSE(j["budgets"][0]["recommended"].is_null()) << "nothing beat dense within ppl+0.5";
+    EXPECT_TRUE(std::filesystem::exists(dir / "pinned.calib")) << "the pinned neurons come from the calibration";
+    EXPECT_EQ(j["session"]["path"], session);
+
+    auto store = sl::sessions::session_store::open(session, true);
+    ASSERT_TRUE(store.ok()) << store.message();
+    auto exports = store->exports();
+    ASSERT_TRUE(exports.ok());
+    ASSERT_EQ(exports->size(), 1u);
+    const int64_t run_id = (*exports)[0].run_id;
+    EXPECT_TRUE(store->run(run_id)->calibration_id.has_value());
+
+    r = run_cli("session export '" + session + "' " + std::to_string(run_id) + " --out '" + from_session + "' --json");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto read_json = [](const std::string& path) {
+        std::ifstream f(path);
+        return nlohmann::json::parse(f);
+    };
+    const auto tuned = read_json(cfg), exported = read_json(from_session);
+    EXPECT_EQ(exported["method"], tuned["method"]);
+    EXPECT_EQ(exported["device"], tuned["device"]);
+    EXPECT_EQ(exported["simulation"], tuned["simulation"]);
+    EXPECT_EQ(exported["per_layer"], tuned["per_layer"]);
+    EXPECT_FALSE(exported["calibration"].is_null());
+
+    r = run_cli("eval " + model + " " + text + " --config '" + from_session + "' --threads 1 --json");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto e = nlohmann::json::parse(r.out);
+    for (const char* k : {"ppl", "ppl_dense", "kld_mean", "kld_p99", "top1_agreement", "mlp_density", "attn_density"})
+        EXPECT_EQ(e["drift"][k].get<double>(), 0.0) << k;
 }
 
 TEST(CliTune, ErrorsAreOneLine) {

@@ -351,6 +351,10 @@ TEST(session_convert, sim_setting_and_per_layer_json_round_trip) {
     st.device.overlap_io_compute = false;
     st.policy = sim::cache_policy::lru;
     st.bits = 8;
+    st.group_size = 64;
+    st.scale_bits = 32;
+    st.embedding_bits = 6;
+    st.window_tokens = 9;
     st.context_tokens = 2048;
     st.layout = "dip";
     st.cache_fraction = 0.3f;
@@ -360,6 +364,22 @@ TEST(session_convert, sim_setting_and_per_layer_json_round_trip) {
     EXPECT_EQ(back->device, st.device);
     EXPECT_EQ(back->policy, st.policy);
     EXPECT_EQ(back->bits, st.bits);
+    EXPECT_EQ(back->group_size, 64u);
+    EXPECT_EQ(back->scale_bits, 32u);
+    EXPECT_EQ(back->embedding_bits, 6u);
+    EXPECT_EQ(back->window_tokens, 9u);
+    // To simulator parameters and back.
+    const sim::sim_params sp = sim_params_of(st);
+    EXPECT_EQ(sp.quant.group_size, 64u);
+    EXPECT_EQ(sp.window_tokens, 9u);
+    const sim_setting again = sim_setting_of(sp, st.layout, st.sim_tokens);
+    EXPECT_EQ(sim_setting_to_json(again), sim_setting_to_json({st.device, st.policy, 9, 8, 64, 32, 6, 2048, "dip", 0.5f, 256}));
+    // Runs recorded before the weight format was stored: the format of their bits.
+    auto old16 = sim_setting_from_json("{\"device\":null,\"policy\":\"lfu\",\"bits\":16}", "x");
+    ASSERT_TRUE(old16.ok()) << old16.message();
+    EXPECT_EQ(old16->group_size, sim::quant_default(16).group_size);
+    EXPECT_EQ(old16->window_tokens, 5u);
+    EXPECT_FALSE(sim_setting_from_json("{\"device\":null,\"bits\":4,\"group_size\":2000000}", "x").ok());
     EXPECT_EQ(back->context_tokens, st.context_tokens);
     EXPECT_EQ(back->layout, st.layout);
     EXPECT_EQ(back->cache_fraction, st.cache_fraction);

@@ -45,7 +45,9 @@ TEST(TunerBudget, ParsesEveryForm) {
                             "ppl+nan", "ppl+inf", "ppl+1e999"}) {
         auto b = budget_parse(bad);
         EXPECT_FALSE(b.ok()) << "accepted '" << bad << "'";
-        if (!b.ok()) EXPECT_NE(b.message().find("budget"), std::string::npos);
+        if (!b.ok()) {
+            EXPECT_NE(b.message().find("budget"), std::string::npos);
+        }
     }
 }
 
@@ -129,6 +131,23 @@ tiny_setup& tiny() {
     return s;
 }
 
+// One thread and windows of 32 tokens, as every tuner test evaluates the tiny model.
+context tiny_context() {
+    context_params cp = context_default_params();
+    cp.n_ctx = 32;
+    cp.n_threads = 1;
+    auto ctx = context::create(tiny().m, cp);
+    EXPECT_TRUE(ctx.ok()) << (ctx.ok() ? "" : ctx.message());
+    return std::move(ctx).value();
+}
+
+eval_params tiny_eval_params(int32_t windows) {
+    eval_params ep = eval_default_params();
+    ep.n_ctx = 32;
+    ep.max_windows = windows;
+    return ep;
+}
+
 struct tuned {
     tune_params p;
     dense_reference ref;
@@ -161,16 +180,10 @@ const tuned& tiny_tuned() {
             x.progress.push_back(f);
             return true;
         };
-        context_params cp = context_default_params();
-        cp.n_ctx = 32;
-        cp.n_threads = 1;
-        auto ctx = context::create(tiny().m, cp);
-        EXPECT_TRUE(ctx.ok());
-        eval_params ep = eval_default_params();
-        ep.n_ctx = 32;
-        ep.max_windows = 6;
-        x.ref = dense_reference(eval_dense_reference(*ctx, tiny().tokens, ep).value());
-        auto r = tune(*ctx, x.ref, nullptr, x.p, ep);
+        context ctx = tiny_context();
+        const eval_params ep = tiny_eval_params(6);
+        x.ref = dense_reference(eval_dense_reference(ctx, tiny().tokens, ep).value());
+        auto r = tune(ctx, x.ref, nullptr, x.p, ep);
         EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.message());
         if (r.ok()) x.r = std::move(r).value();
         x.p.progress = nullptr;
@@ -195,8 +208,9 @@ TEST(Tuner, RecommendationsMeetTheirBudgets) {
             EXPECT_TRUE(budget_met(b.budget, c.eval)) << b.budget.text << " " << c.config.name;
             // Nothing of the same method in budget on every window does better.
             for (const tune_candidate& o : t.r.candidates)
-                if (o.config.name == c.config.name && o.full && budget_met(b.budget, o.eval))
+                if (o.config.name == c.config.name && o.full && budget_met(b.budget, o.eval)) {
                     EXPECT_LE(o.objective, c.objective);
+                }
         }
         if (b.recommended >= 0) {
             ++recommended;
@@ -269,11 +283,7 @@ TEST(Tuner, DipCaReplayMatchesTheOnlineCache) {
     for (const tune_candidate& c : t.r.candidates)
         if (c.config.name == "dip-ca" && c.full) ca = &c;
     ASSERT_NE(ca, nullptr);
-    context_params cp = context_default_params();
-    cp.n_ctx = 32;
-    cp.n_threads = 1;
-    auto ctx = context::create(tiny().m, cp);
-    ASSERT_TRUE(ctx.ok());
+    context ctx = tiny_context();
     sim_params sp = t.p.sim;
     sp.policy = t.p.online_policy;
     auto layout = layout_parse(method_layout("dip-ca"));
@@ -284,18 +294,18 @@ TEST(Tuner, DipCaReplayMatchesTheOnlineCache) {
     for (int32_t w = 0; w < t.ref.n_windows; ++w) {
         auto dev = sim_residency::create(shape_from_model(tiny().m), *layout, sp);
         ASSERT_TRUE(dev.ok());
-        ctx->set_method(method->get());
-        ctx->set_residency(dev->get());
+        ctx.set_method(method->get());
+        ctx.set_residency(dev->get());
         const int32_t* win = t.ref.tokens.data() + static_cast<size_t>(w) * t.ref.n_ctx;
-        ctx->prefill({win, static_cast<size_t>(t.ref.n_ctx / 2)}, 0);
-        for (int32_t j = t.ref.n_ctx / 2; j < t.ref.n_ctx - 1; ++j) ctx->decode(win[j], j);
+        ctx.prefill({win, static_cast<size_t>(t.ref.n_ctx / 2)}, 0);
+        for (int32_t j = t.ref.n_ctx / 2; j < t.ref.n_ctx - 1; ++j) ctx.decode(win[j], j);
         const run_report r = (*dev)->sim().report();
         for (const stream_report& s : r.streams) hits += static_cast<double>(s.hits), misses += static_cast<double>(s.misses);
         latency += r.mean_latency_s * r.n_tokens;
         tokens += r.n_tokens;
-        ctx->set_residency(nullptr);
+        ctx.set_residency(nullptr);
     }
-    ctx->set_method(nullptr);
+    ctx.set_method(nullptr);
     const sim_summary* s = nullptr;
     for (const sim_summary& x : ca->sims)
         if (x.policy == t.p.online_policy) s = &x;
@@ -310,34 +320,22 @@ TEST(Tuner, CancelReturnsCancelled) {
         p.methods = {"dip"};
         int calls = 0;
         p.progress = [&](float) { return calls++ < stop_after; };
-        context_params cp = context_default_params();
-        cp.n_ctx = 32;
-        cp.n_threads = 1;
-        auto ctx = context::create(tiny().m, cp);
-        ASSERT_TRUE(ctx.ok());
-        eval_params ep = eval_default_params();
-        ep.n_ctx = 32;
-        ep.max_windows = 4;
-        const dense_reference ref = eval_dense_reference(*ctx, tiny().tokens, ep).value();
-        auto r = tune(*ctx, ref, nullptr, p, ep);
+        context ctx = tiny_context();
+        const eval_params ep = tiny_eval_params(4);
+        const dense_reference ref = eval_dense_reference(ctx, tiny().tokens, ep).value();
+        auto r = tune(ctx, ref, nullptr, p, ep);
         ASSERT_FALSE(r.ok());
         EXPECT_TRUE(r.cancelled()) << r.message();
-        EXPECT_EQ(ctx->method(), nullptr);  // the evaluation detached its method
+        EXPECT_EQ(ctx.method(), nullptr);  // the evaluation detached its method
     }
 }
 
 TEST(Tuner, RefusesBadParameters) {
-    context_params cp = context_default_params();
-    cp.n_ctx = 32;
-    cp.n_threads = 1;
-    auto ctx = context::create(tiny().m, cp);
-    ASSERT_TRUE(ctx.ok());
-    eval_params ep = eval_default_params();
-    ep.n_ctx = 32;
-    ep.max_windows = 2;
-    const dense_reference ref = eval_dense_reference(*ctx, tiny().tokens, ep).value();
+    context ctx = tiny_context();
+    const eval_params ep = tiny_eval_params(2);
+    const dense_reference ref = eval_dense_reference(ctx, tiny().tokens, ep).value();
     auto fails = [&](tune_params p, const char* what) {
-        auto r = tune(*ctx, ref, nullptr, p, ep);
+        auto r = tune(ctx, ref, nullptr, p, ep);
         ASSERT_FALSE(r.ok()) << what;
         EXPECT_FALSE(r.cancelled());
         EXPECT_NE(r.message().find(what), std::string::npos) << r.message();

@@ -39,8 +39,11 @@ const std::vector<std::string>& method_names();
 std::string method_description(const std::string& name);
 // Whether the method needs a calibration (thresholds, expectations, heavy hitters).
 bool method_needs_calibration(const std::string& name);
+// Whether building `c` needs one: the method's own need, or heavy-hitter pinning (pin_fraction > 0),
+// which takes the pinned neurons from the calibration. make_method refuses exactly these without one.
+bool method_config_needs_calibration(const method_config& c);
 
-// Builds a method for a model. `calib` is required when method_needs_calibration(name); errors name
+// Builds a method for a model. `calib` is required when method_config_needs_calibration(cfg); errors name
 // the method and the problem (unknown name, density out of range, missing or mismatched calibration).
 result<std::unique_ptr<sparsity_method>> make_method(const method_config& cfg, const model& m,
                                                      const calibration* calib);

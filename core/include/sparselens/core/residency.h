@@ -3,8 +3,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <vector>
 
+#include "sparselens/core/model.h"
 #include "sparselens/core/sparsity.h"
 
 namespace sl {
@@ -33,6 +36,7 @@ public:
 
     uint64_t hits() const { return m_hits; }
     uint64_t misses() const { return m_misses; }
+    double hit_rate() const { return m_hits + m_misses ? double(m_hits) / double(m_hits + m_misses) : 0.0; }
 
 private:
     struct cache {
@@ -47,5 +51,14 @@ private:
     std::vector<cache> m_inputs, m_neurons;
     uint64_t m_hits = 0, m_misses = 0;
 };
+
+// Whether a method's masks depend on the cache state (DIP-CA re-weights by it): it runs with a cache, and
+// reproducing its masks needs the same one.
+bool method_reads_cache(const std::string& method);
+
+// DIP-CA's stand-in cache when no device simulator is in the loop: an lfu_residency holding
+// `cache_fraction` of each unit kind; null for methods that read no cache. `eval`, sweeps and configs
+// without a device all build it here, so they evaluate DIP-CA against the same cache.
+std::unique_ptr<lfu_residency> standin_cache(const std::string& method, const model_hparams& hp, float cache_fraction);
 
 }  // namespace sl

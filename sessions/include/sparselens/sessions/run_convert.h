@@ -22,20 +22,31 @@ namespace sl::sessions {
 std::string method_config_to_json(const method_config& c);
 result<method_config> method_config_from_json(const std::string& text, const std::string& origin);
 
-// The simulated setting a run's sim_tok_s / hit_rate refer to (runs.device_json). As in a deployment
-// config, an empty device.name means "no device" (stored as null): DIP-CA then ran against the LFU
-// stand-in holding cache_fraction of the units.
+// The simulated setting a run's sim_tok_s / hit_rate refer to (runs.device_json): everything of the
+// simulator a deployment config stores. As in a deployment config, an empty device.name means "no
+// device" (stored as null): DIP-CA then ran against the LFU stand-in holding cache_fraction of the units.
 struct sim_setting {
     sim::device_profile device;
     sim::cache_policy policy = sim::cache_policy::lfu;
-    uint32_t bits = 4;
+    uint32_t window_tokens = 5;  // window policy only
+    uint32_t bits = 4;           // weight format on the device (sim::quant_format)
+    uint32_t group_size = 32;
+    uint32_t scale_bits = 16;
+    uint32_t embedding_bits = 0;  // 0: same as bits
     uint32_t context_tokens = 1024;
     std::string layout;         // empty: sim::deploy_default_layout(method)
     float cache_fraction = 0.5f;
     uint32_t sim_tokens = 0;    // text tokens driven through the simulator
 };
+// Reading accepts runs written before the weight-format and window fields existed: missing group and
+// scale sizes are sim::quant_default(bits)'s, a missing window is 5.
 std::string sim_setting_to_json(const sim_setting& s);
 result<sim_setting> sim_setting_from_json(const std::string& text, const std::string& origin);
+
+// The setting of simulator parameters `p` (device, weight format, policy, window, context) and the other way
+// round (the rest at sim::sim_default_params()).
+sim_setting sim_setting_of(const sim::sim_params& p, const std::string& layout = {}, uint32_t sim_tokens = 0);
+sim::sim_params sim_params_of(const sim_setting& s);
 
 // runs.per_layer_json: {"measured": [{"q": d, ..., "down": d} per layer], "resolved": {name: [n_layers values]}}.
 // "resolved" is sparsity_method::per_layer_values(), which a deployment config must carry; infinite
@@ -89,5 +100,9 @@ struct export_result {
 // Writes the run's deployment config to `out_path` (and its calibration sidecar, after checking the
 // calibration file still has the SHA-256 the run recorded), then records the export in the session.
 result<export_result> export_run(session_store& s, int64_t run_id, const std::string& out_path, const export_params& p);
+
+// Records the deployment config written at `config_path` (its absolute path, SHA-256 and text) as an export
+// of run `run_id`, e.g. after `tune --export` wrote the recommendation; returns the record with its id.
+result<export_record> record_export(session_store& s, int64_t run_id, const std::string& config_path);
 
 }  // namespace sl::sessions

@@ -185,9 +185,6 @@ private:
     std::unique_ptr<impl> m;
 };
 
-// UTC ISO 8601 "2025-01-31T12:34:56Z" of now.
-std::string utc_now_iso();
-
 // Test and tool support: creates a session with the schema of an earlier `version` (1..current), as
 // that version of SparseLens wrote it, so migrations can be exercised on real old files.
 outcome create_session_at_version(const std::string& path, const std::string& name, int32_t version);

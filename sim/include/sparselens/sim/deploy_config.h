@@ -106,6 +106,11 @@ std::string deploy_config_to_json(const deploy_config& c);
 // Parses and validates (schema, version, required fields, types, ranges); errors name `origin`.
 result<deploy_config> deploy_config_from_json(const std::string& text, const std::string& origin);
 
+// A device profile as a config stores it (every field, fixed order), and back with the config's checks (all
+// fields present, ranges; errors name `origin`). Sessions store a run's device the same way.
+std::string deploy_device_to_json(const device_profile& d);
+result<device_profile> deploy_device_from_json(const std::string& text, const std::string& origin);
+
 // `<config stem>.calib` beside the config.
 std::string deploy_sidecar_path(const std::string& config_path);
 
