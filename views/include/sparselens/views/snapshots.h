@@ -27,6 +27,10 @@ struct model_card {
     uint64_t attention_bytes = 0, mlp_bytes = 0, embedding_bytes = 0, other_bytes = 0;
     bool has_tokenizer = false;
     bool has_calibration = false;  // a calibration beside the model was found and matches
+    bool tied_embeddings = false;  // the classifier shares the token embedding (simulator memory map)
+    std::string tokenizer_source;  // "embedded" or the tokenizer file used
+    std::string calibration_source;  // the calibration file used (empty: none)
+    std::vector<std::string> tensor_types;  // "F32 x 12" ... one entry per weight type in the file
 };
 
 // One token of the prompt or the generated text, with the per-token metrics the Prompt panel colours by.
@@ -83,6 +87,7 @@ struct cache_snapshot_series {
     std::vector<std::string> group_names;  // unit kind names
     std::vector<uint32_t> capacity;        // per stream: slots the DRAM budget gives
     std::vector<cache_frame> frames;
+    bool truncated = false;  // later tokens were simulated but not kept (frame memory cap)
 };
 
 // Result of one tuning evaluation (the Tuning panel's readouts, one Trade-offs point).

@@ -1,0 +1,47 @@
+// Cache occupancy map: rows = layer x unit-group streams, columns = unit slots, colour = slot_state.
+#pragma once
+
+#include <memory>
+
+// Before any Qt header (see heatmap_canvas.h).
+#include "sparselens/views/snapshots.h"
+
+#include <QColor>
+#include <QImage>
+#include <QWidget>
+
+namespace sl::views {
+
+class CacheMapView : public QWidget {
+    Q_OBJECT
+public:
+    explicit CacheMapView(QWidget* parent = nullptr);
+
+    static QColor stateColor(slot_state s);
+    static QString stateName(slot_state s);
+    static QColor noSlotColor() { return {12, 12, 14}; }  // past the end of a shorter stream
+
+    // Shows frame `index` of `series` (the view keeps the series alive); out-of-range shows nothing.
+    void setFrame(std::shared_ptr<const cache_snapshot_series> series, int index);
+    // The map at `size` (rows and columns reduced so that the most eventful state of the slots sharing a
+    // pixel wins: a single load or eviction stays visible when 14,336 units share 800 pixels).
+    QImage render(QSize size) const;
+    QRect mapRect() const;  // where the map is drawn inside the widget
+
+    QSize sizeHint() const override { return {640, 240}; }
+
+signals:
+    void slotHovered(int stream, int unit, int state);
+
+protected:
+    void paintEvent(QPaintEvent*) override;
+    void mouseMoveEvent(QMouseEvent* e) override;
+
+private:
+    int rows() const;
+    int columns() const;
+    std::shared_ptr<const cache_snapshot_series> m_series;
+    int m_index = -1;
+};
+
+}  // namespace sl::views

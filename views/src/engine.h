@@ -1,0 +1,99 @@
+// The engine-thread side of EngineController: owns model, tokenizer, calibration, contexts and
+// simulator state and runs one job at a time. No Qt here; every call happens on the engine thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sparselens/core/calibration.h"
+#include "sparselens/core/context.h"
+#include "sparselens/core/eval.h"
+#include "sparselens/core/model.h"
+#include "sparselens/core/tokenizer.h"
+#include "sparselens/sim/simulator.h"
+#include "sparselens/views/engine_requests.h"
+#include "sparselens/views/snapshots.h"
+
+namespace sl::views::detail {
+
+class activation_recorder;
+
+// How a job reports back while it runs (all called on the engine thread).
+struct job_hooks {
+    std::function<bool(const std::string& what, float fraction)> progress;  // false: cancel the job
+    std::function<bool()> stop_requested;  // generation: stop early and keep what was produced
+    std::function<void(std::vector<token_event>&&, std::shared_ptr<activation_snapshot>)> stream;
+    std::function<std::pair<int32_t, probe>()> selection;  // the Activations view's (layer, probe)
+};
+
+// An evaluation text held by the controller: bytes and a key identifying them.
+struct eval_text {
+    std::string name;  // file or resource it came from (messages)
+    std::string bytes;
+    uint64_t hash = 0;
+};
+
+class engine {
+public:
+    engine();
+    ~engine();
+
+    result<std::shared_ptr<model_card>> load(const std::string& path, const std::string& tokenizer_path,
+                                             generation_id gen, const job_hooks& hooks);
+
+    struct generated {
+        generation_stats stats;
+        std::shared_ptr<activation_snapshot> activations;
+        std::shared_ptr<neuron_snapshot> neurons;
+        std::shared_ptr<cache_snapshot_series> cache;
+    };
+    // `text`: what to calibrate on when the method needs a calibration and none is loaded.
+    result<generated> generate(const generate_request& req, const std::shared_ptr<const eval_text>& text,
+                               generation_id gen, const job_hooks& hooks);
+
+    // The last run's activations at (layer, where): recorded, or recomputed by re-running its tokens.
+    result<std::shared_ptr<activation_snapshot>> activations(int32_t layer, probe where, generation_id gen,
+                                                             const job_hooks& hooks);
+
+    result<std::shared_ptr<tuning_result>> evaluate(const evaluate_request& req,
+                                                    const std::shared_ptr<const eval_text>& text, generation_id gen,
+                                                    const job_hooks& hooks);
+
+    // Calibrates on `text`; returns a one-line description of what was calibrated.
+    result<std::string> calibrate(const eval_text& text, const job_hooks& hooks);
+
+    bool has_model() const { return m_model != nullptr; }
+    bool has_calibration() const { return m_calib.has_value(); }
+
+private:
+    struct last_run;
+
+    outcome require_model() const;
+    outcome ensure_calibration(const method_config& cfg, const std::shared_ptr<const eval_text>& text,
+                               const job_hooks& hooks);
+    result<sim::sim_params> sim_params_for(const device_settings& d) const;
+    const std::vector<int32_t>& text_tokens(const eval_text& text);
+    const std::vector<std::vector<float>>& down_column_norms();
+    std::shared_ptr<neuron_snapshot> neuron_stats(const activation_recorder& rec, const method_config& cfg,
+                                                  generation_id gen);
+
+    std::unique_ptr<model> m_model;  // stable address: contexts keep a pointer to it
+    std::optional<tokenizer> m_tok;
+    std::optional<calibration> m_calib;
+    std::string m_calib_source;
+    std::vector<std::vector<float>> m_down_norms;  // per layer ||W_down[:, j]||, computed on first use
+
+    uint64_t m_tokens_key = 0;  // text hash of m_tokens (+1 so 0 means none)
+    std::vector<int32_t> m_tokens;
+    std::map<std::pair<uint64_t, std::pair<int32_t, int32_t>>, std::shared_ptr<const dense_reference>> m_refs;
+    std::optional<context> m_eval_ctx;
+    std::unique_ptr<last_run> m_last;
+};
+
+}  // namespace sl::views::detail

@@ -1,0 +1,429 @@
+// Tuning panel: method / device controls that request evaluations, and the readouts of the results.
+#include "sparselens/views/tuning_panel.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QFormLayout>
+#include <QGridLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QPainter>
+#include <QPushButton>
+#include <QStyle>
+#include <QStyleOptionSlider>
+#include <QVBoxLayout>
+
+#include <algorithm>
+#include <cmath>
+
+#include "sparselens/core/methods.h"
+#include "sparselens/sim/device.h"
+#include "sparselens/sim/memory_map.h"
+#include "sparselens/sim/shape.h"
+#include "sparselens/views/model_panel.h"
+
+namespace sl::views {
+
+namespace {
+
+constexpr int dram_steps = 1000;
+
+QSlider* percent_slider(QWidget* parent, int lo, int value, const QString& tip) {
+    auto* s = new QSlider(Qt::Horizontal, parent);
+    s->setRange(lo, 100);
+    s->setValue(value);
+    s->setPageStep(5);
+    s->setToolTip(tip);
+    return s;
+}
+
+}  // namespace
+
+MarkedSlider::MarkedSlider(QWidget* parent) : QSlider(Qt::Horizontal, parent) {}
+
+void MarkedSlider::setMarker(int value, const QString& label) {
+    m_marker = value;
+    m_label = label;
+    update();
+}
+
+void MarkedSlider::paintEvent(QPaintEvent* e) {
+    QSlider::paintEvent(e);
+    if (m_marker < minimum() || m_marker > maximum()) return;
+    QStyleOptionSlider opt;
+    initStyleOption(&opt);
+    const QRect groove = style()->subControlRect(QStyle::CC_Slider, &opt, QStyle::SC_SliderGroove, this);
+    const QRect handle = style()->subControlRect(QStyle::CC_Slider, &opt, QStyle::SC_SliderHandle, this);
+    const int span = groove.width() - handle.width();
+    const int x = groove.left() + handle.width() / 2 +
+                  QStyle::sliderPositionFromValue(minimum(), maximum(), m_marker, span);
+    QPainter p(this);
+    p.setPen(QPen(QColor(200, 40, 40), 2));
+    p.drawLine(x, 0, x, height());
+}
+
+TuningPanel::TuningPanel(QWidget* parent) : QWidget(parent) {
+    m_method = new QComboBox(this);
+    for (const std::string& n : method_names()) {
+        m_method->addItem(QString::fromStdString(n));
+        QString tip = QString::fromStdString(method_description(n));
+        if (method_needs_calibration(n)) tip += tr(" (needs a calibration: made on the eval text when missing)");
+        m_method->setItemData(m_method->count() - 1, tip, Qt::ToolTipRole);
+    }
+    m_method->setToolTip(tr("Sparsity method; hover an entry for its description"));
+    m_density = percent_slider(this, 5, 50, tr("Target MLP density: the share of gate+up+down weights read per token"));
+    m_split = new QCheckBox(tr("Separate d_in / d_down"), this);
+    m_split->setToolTip(tr("DIP: set the gate/up input-column density and the down-column density separately"));
+    m_dIn = percent_slider(this, 5, 50, tr("DIP: density of gate/up input columns (d_in)"));
+    m_dDown = percent_slider(this, 5, 50, tr("DIP: density of down-projection columns (d_down)"));
+    m_gamma = percent_slider(this, 0, 20, tr("DIP-CA γ: weight of units not in DRAM (1 = plain DIP, small = prefer cached units)"));
+    m_densityLabel = new QLabel(this);
+    m_dInLabel = new QLabel(this);
+    m_dDownLabel = new QLabel(this);
+    m_gammaLabel = new QLabel(this);
+    for (QLabel* l : {m_densityLabel, m_dInLabel, m_dDownLabel, m_gammaLabel})
+        l->setMinimumWidth(l->fontMetrics().horizontalAdvance(QStringLiteral("100%")));
+
+    auto* method = new QGroupBox(tr("Method"), this);
+    auto* mg = new QGridLayout(method);
+    mg->addWidget(m_method, 0, 0, 1, 3);
+    mg->addWidget(new QLabel(tr("Density"), this), 1, 0);
+    mg->addWidget(m_density, 1, 1);
+    mg->addWidget(m_densityLabel, 1, 2);
+    mg->addWidget(m_split, 2, 0, 1, 3);
+    mg->addWidget(new QLabel(tr("d_in"), this), 3, 0);
+    mg->addWidget(m_dIn, 3, 1);
+    mg->addWidget(m_dInLabel, 3, 2);
+    mg->addWidget(new QLabel(tr("d_down"), this), 4, 0);
+    mg->addWidget(m_dDown, 4, 1);
+    mg->addWidget(m_dDownLabel, 4, 2);
+    mg->addWidget(new QLabel(tr("γ"), this), 5, 0);
+    mg->addWidget(m_gamma, 5, 1);
+    mg->addWidget(m_gammaLabel, 5, 2);
+    mg->setColumnStretch(1, 1);
+
+    m_device = new QComboBox(this);
+    for (const std::string& d : sim::device_list()) m_device->addItem(QString::fromStdString(d));
+    m_device->setToolTip(tr("Device profile (assets/devices): DRAM, DRAM and flash bandwidth, flash page size"));
+    m_dram = new MarkedSlider(this);
+    m_dram->setRange(0, dram_steps);
+    m_dram->setValue(dram_steps / 2);
+    m_dram->setToolTip(tr("DRAM available to the model (log scale); the red mark is the whole model at this bit-width"));
+    m_dramLabel = new QLabel(this);
+    m_dramLabel->setMinimumWidth(m_dramLabel->fontMetrics().horizontalAdvance(QStringLiteral("000.00 MB")));
+    m_flashBw = new QDoubleSpinBox(this);
+    m_flashBw->setRange(0.01, 100);
+    m_flashBw->setDecimals(2);
+    m_flashBw->setSuffix(tr(" GB/s"));
+    m_flashBw->setToolTip(tr("Flash sequential read bandwidth of the device"));
+    m_dramBw = new QDoubleSpinBox(this);
+    m_dramBw->setRange(0.1, 2000);
+    m_dramBw->setDecimals(1);
+    m_dramBw->setSuffix(tr(" GB/s"));
+    m_dramBw->setToolTip(tr("DRAM bandwidth of the device"));
+    m_bits = new QComboBox(this);
+    for (int b : {16, 8, 4, 3, 2}) m_bits->addItem(tr("%1-bit").arg(b), b);
+    m_bits->setCurrentIndex(2);
+    m_bits->setToolTip(tr("Weight bit-width on the device (groups of 32 with fp16 scales below 16 bits)"));
+    m_policy = new QComboBox(this);
+    for (const char* p : {"lfu", "lru", "window", "none"}) m_policy->addItem(QString::fromLatin1(p));
+    m_policy->setToolTip(tr("Replacement policy of the per-layer MLP weight caches in DRAM"));
+
+    auto* device = new QGroupBox(tr("Device"), this);
+    auto* dg = new QFormLayout(device);
+    dg->addRow(tr("Profile"), m_device);
+    auto* dramRow = new QHBoxLayout;
+    dramRow->addWidget(m_dram, 1);
+    dramRow->addWidget(m_dramLabel);
+    dg->addRow(tr("DRAM budget"), dramRow);
+    dg->addRow(tr("Flash"), m_flashBw);
+    dg->addRow(tr("DRAM bw"), m_dramBw);
+    dg->addRow(tr("Weights"), m_bits);
+    dg->addRow(tr("Cache policy"), m_policy);
+
+    m_evalText = new QLabel(this);
+    m_evalText->setToolTip(tr("Text the evaluation runs on (first half of each window prompt, second half scored)"));
+    m_chooseText = new QPushButton(tr("Choose…"), this);
+    m_chooseText->setToolTip(tr("Evaluate on another UTF-8 text file"));
+    m_resetText = new QPushButton(tr("Default"), this);
+    m_resetText->setToolTip(tr("Back to the built-in evaluation text"));
+    m_calib = new QLabel(this);
+    auto* textRow = new QHBoxLayout;
+    textRow->addWidget(m_evalText, 1);
+    textRow->addWidget(m_chooseText);
+    textRow->addWidget(m_resetText);
+
+    auto* results = new QGroupBox(tr("Result vs dense"), this);
+    auto* rg = new QGridLayout(results);
+    const QList<std::pair<QString, QString>> rows = {
+        {QStringLiteral("dppl"), tr("ΔPPL")},
+        {QStringLiteral("kld"), tr("KL to dense")},
+        {QStringLiteral("top1"), tr("Same top token")},
+        {QStringLiteral("mlp"), tr("MLP density")},
+        {QStringLiteral("attn"), tr("Attention density")},
+        {QStringLiteral("cpu"), tr("CPU tok/s (measured)")},
+        {QStringLiteral("sim"), tr("Device tok/s (simulated)")},
+        {QStringLiteral("hit"), tr("Cache hit rate")},
+    };
+    const QStringList tips = {
+        tr("Perplexity of the method minus the dense model's on the scored tokens"),
+        tr("Mean KL(dense ‖ method) of the next-token distributions"),
+        tr("Share of scored tokens whose most likely next token equals the dense model's"),
+        tr("Share of MLP weights the kernels actually read"),
+        tr("Share of attention projection weights read"),
+        tr("Decode speed of the method on this CPU (dense in brackets)"),
+        tr("Simulated decode speed on the device with its flash/DRAM caches (dense baseline in brackets)"),
+        tr("Share of active MLP units found in the DRAM cache"),
+    };
+    for (int i = 0; i < rows.size(); ++i) {
+        auto* name = new QLabel(rows[i].second, this);
+        auto* value = new QLabel(QStringLiteral("–"), this);
+        value->setTextInteractionFlags(Qt::TextSelectableByMouse);
+        // Values change with every result: their width must not resize the dock (and with it the
+        // OpenGL canvas in the middle, whose framebuffer would be reallocated each time).
+        value->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+        value->setMinimumWidth(value->fontMetrics().horizontalAdvance(QStringLiteral("+0.000 (00.000 → 00.000)")));
+        name->setToolTip(tips[i]);
+        value->setToolTip(tips[i]);
+        rg->addWidget(name, i, 0);
+        rg->addWidget(value, i, 1);
+        m_readouts.insert(rows[i].first, value);
+    }
+    m_status = new QLabel(this);
+    m_status->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+    m_status->setToolTip(tr("Full results use 8 windows of the text; while a slider moves, 2 (partial)"));
+    rg->addWidget(m_status, int(rows.size()), 0, 1, 2);
+
+    auto* v = new QVBoxLayout(this);
+    v->addWidget(method);
+    v->addWidget(device);
+    v->addLayout(textRow);
+    v->addWidget(m_calib);
+    v->addWidget(results);
+    v->addStretch(1);
+
+    for (QSlider* s : {m_density, m_dIn, m_dDown, m_gamma, static_cast<QSlider*>(m_dram)}) connectSlider(s);
+    connect(m_method, &QComboBox::currentIndexChanged, this, [this] { onMethodChanged(); });
+    connect(m_split, &QCheckBox::toggled, this, [this] { onMethodChanged(); });
+    connect(m_device, &QComboBox::currentIndexChanged, this, [this] { onDeviceChanged(); });
+    connect(m_bits, &QComboBox::currentIndexChanged, this, [this] {
+        updateDramRange();
+        requestFull();
+    });
+    connect(m_policy, &QComboBox::currentIndexChanged, this, [this] { requestFull(); });
+    for (QDoubleSpinBox* s : {m_flashBw, m_dramBw})
+        connect(s, &QDoubleSpinBox::valueChanged, this, [this] { requestFull(); });
+    connect(m_chooseText, &QPushButton::clicked, this, &TuningPanel::evalTextChangeRequested);
+    connect(m_resetText, &QPushButton::clicked, this, &TuningPanel::evalTextResetRequested);
+
+    m_updating = true;
+    onDeviceChanged();
+    m_updating = false;
+    onMethodChanged();
+    setCalibrated(false);
+}
+
+void TuningPanel::connectSlider(QSlider* s) {
+    // While dragged: partial evaluations; on release (or keyboard / wheel steps): a full one.
+    connect(s, &QSlider::valueChanged, this, [this, s] {
+        updateLabels();
+        if (m_updating || !m_card) return;
+        emit evaluationRequested(s->isSliderDown());
+    });
+    connect(s, &QSlider::sliderReleased, this, [this] { requestFull(); });
+}
+
+void TuningPanel::requestFull() {
+    updateLabels();
+    if (!m_updating && m_card) emit evaluationRequested(false);
+}
+
+void TuningPanel::onMethodChanged() {
+    const QString name = m_method->currentText();
+    const bool dip = name == QLatin1String("dip") || name == QLatin1String("dip-ca");
+    m_density->setEnabled(name != QLatin1String("dense") && !(dip && m_split->isChecked()));
+    m_split->setEnabled(dip);
+    m_dIn->setEnabled(dip && m_split->isChecked());
+    m_dDown->setEnabled(dip && m_split->isChecked());
+    m_gamma->setEnabled(name == QLatin1String("dip-ca"));
+    updateDramRange();  // DIP methods cache other units: same bytes, but keep one place for the range
+    requestFull();
+}
+
+void TuningPanel::onDeviceChanged() {
+    auto d = sim::device_find(m_device->currentText().toStdString());
+    if (d) {
+        const bool was = m_updating;
+        m_updating = true;
+        m_flashBw->setValue(d->flash_bandwidth / 1e9);
+        m_dramBw->setValue(d->dram_bandwidth / 1e9);
+        m_updating = was;
+        m_dram->setToolTip(tr("DRAM available to the model (log scale); %1 has %2. The red mark is the whole "
+                              "model at this bit-width.")
+                               .arg(QString::fromStdString(d->display_name), formatBytes(double(d->dram_bytes))));
+    }
+    updateDramRange();
+    emit deviceProfileChanged(m_device->currentText());
+    requestFull();
+}
+
+void TuningPanel::updateDramRange() {
+    if (!m_card) {
+        updateLabels();
+        return;
+    }
+    const uint64_t keep = dramBytes();
+    const bool had = m_dramHi > m_dramLo && m_dram->property("sized").toBool();
+    const sim::model_shape shape = sim::shape_from_hparams(
+        model_hparams{m_card->dim, m_card->hidden_dim, m_card->n_layers, m_card->n_heads, m_card->n_kv_heads,
+                      m_card->vocab_size, m_card->seq_len},
+        m_card->tied_embeddings, m_card->name);
+    const uint32_t ctx = static_cast<uint32_t>(std::clamp(m_card->seq_len, 1, 1024));
+    auto layout = sim::layout_parse("bundle");
+    auto mm = sim::memory_map_build(shape, sim::quant_default(static_cast<uint32_t>(m_bits->currentData().toInt())),
+                                    layout.value(), ctx);
+    if (!mm) return;
+    // From "only the resident part fits" (no MLP cache) to well past "the whole model fits"; the
+    // marker is the whole model: resident part (attention, embeddings, KV cache) plus every MLP unit.
+    const double resident = double(mm->resident_bytes());
+    const double total = resident + double(mm->mlp_dynamic_bytes);
+    m_dramLo = resident * 0.9;
+    m_dramHi = total * 1.5;
+    const bool was = m_updating;
+    m_updating = true;
+    auto to_pos = [&](double bytes) {
+        return static_cast<int>(std::lround(dram_steps * std::log(bytes / m_dramLo) / std::log(m_dramHi / m_dramLo)));
+    };
+    m_dram->setMarker(to_pos(total), tr("model"));
+    double value = double(keep);
+    if (!had) {
+        // A device far larger than the model would make the cache irrelevant: start with half of the
+        // MLP cached.
+        auto d = sim::device_find(m_device->currentText().toStdString());
+        value = d && double(d->dram_bytes) < total ? double(d->dram_bytes) : resident + double(mm->mlp_dynamic_bytes) / 2;
+        m_dram->setProperty("sized", true);
+    }
+    m_dram->setValue(std::clamp(to_pos(std::clamp(value, m_dramLo, m_dramHi)), 0, dram_steps));
+    m_updating = was;
+    updateLabels();
+}
+
+uint64_t TuningPanel::dramBytes() const {
+    const double t = double(m_dram->value()) / dram_steps;
+    return static_cast<uint64_t>(m_dramLo * std::pow(m_dramHi / m_dramLo, t));
+}
+
+void TuningPanel::updateLabels() {
+    m_densityLabel->setText(QStringLiteral("%1%").arg(m_density->value()));
+    m_dInLabel->setText(QStringLiteral("%1%").arg(m_dIn->value()));
+    m_dDownLabel->setText(QStringLiteral("%1%").arg(m_dDown->value()));
+    m_gammaLabel->setText(QString::number(m_gamma->value() / 100.0, 'f', 2));
+    m_dramLabel->setText(m_card ? formatBytes(double(dramBytes())) : QStringLiteral("–"));
+}
+
+method_config TuningPanel::methodConfig() const {
+    method_config c = method_default_config();
+    c.name = m_method->currentText().toStdString();
+    c.density = c.name == "dense" ? 1.0f : m_density->value() / 100.0f;
+    if (m_split->isChecked() && m_split->isEnabled()) {
+        c.d_in = m_dIn->value() / 100.0f;
+        c.d_down = m_dDown->value() / 100.0f;
+        // The MLP density DIP reads with these: (2 d_in + d_down) / 3 over gate, up, down.
+        c.density = (2 * c.d_in + c.d_down) / 3;
+    }
+    c.gamma = m_gamma->value() / 100.0f;
+    return c;
+}
+
+void TuningPanel::setMethodConfig(const method_config& c) {
+    m_updating = true;
+    const int i = m_method->findText(QString::fromStdString(c.name));
+    if (i >= 0) m_method->setCurrentIndex(i);
+    m_density->setValue(std::clamp(static_cast<int>(std::lround(c.density * 100)), 5, 100));
+    const bool split = c.d_in >= 0 || c.d_down >= 0;
+    m_split->setChecked(split);
+    if (c.d_in >= 0) m_dIn->setValue(static_cast<int>(std::lround(c.d_in * 100)));
+    if (c.d_down >= 0) m_dDown->setValue(static_cast<int>(std::lround(c.d_down * 100)));
+    m_gamma->setValue(static_cast<int>(std::lround(c.gamma * 100)));
+    m_updating = false;
+    onMethodChanged();
+}
+
+device_settings TuningPanel::deviceSettings() const {
+    device_settings d;
+    d.device = m_device->currentText().toStdString();
+    d.dram_bytes = m_card ? dramBytes() : 0;
+    d.flash_bandwidth = m_flashBw->value() * 1e9;
+    d.dram_bandwidth = m_dramBw->value() * 1e9;
+    d.bits = static_cast<uint32_t>(m_bits->currentData().toInt());
+    d.policy = m_policy->currentText().toStdString();
+    return d;
+}
+
+QString TuningPanel::deviceProfile() const { return m_device->currentText(); }
+
+void TuningPanel::setDeviceProfile(const QString& name) {
+    const int i = m_device->findText(name);
+    if (i >= 0) m_device->setCurrentIndex(i);
+}
+
+evaluate_request TuningPanel::request(bool partial) const {
+    evaluate_request r;
+    r.method = methodConfig();
+    r.device = deviceSettings();
+    r.windows = partial ? partialWindows : fullWindows;
+    r.partial = partial;
+    return r;
+}
+
+void TuningPanel::setModelCard(std::shared_ptr<const model_card> card) {
+    m_card = std::move(card);
+    m_last.reset();
+    m_dram->setProperty("sized", false);
+    for (QLabel* l : m_readouts) l->setText(QStringLiteral("–"));
+    m_updating = true;
+    updateDramRange();
+    m_updating = false;
+    setCalibrated(m_card && m_card->has_calibration);
+}
+
+void TuningPanel::setEvalTextName(const QString& name) { m_evalText->setText(tr("Eval text: %1").arg(name)); }
+
+void TuningPanel::setCalibrated(bool present) {
+    m_calib->setText(present ? tr("Calibration: loaded") : tr("Calibration: none yet"));
+    m_calib->setToolTip(tr("CATS, CHESS, TEAL, GRIFFIN, FFSplit… need activation statistics; they are recorded "
+                           "on the evaluation text the first time such a method is chosen"));
+}
+
+QString TuningPanel::readout(const QString& key) const {
+    const QLabel* l = m_readouts.value(key);
+    return l ? l->text() : QString();
+}
+
+void TuningPanel::showResult(std::shared_ptr<const tuning_result> r) {
+    if (!r) return;
+    m_last = r;
+    const eval_result& e = r->eval;
+    auto set = [&](const char* key, const QString& text) { m_readouts[QLatin1String(key)]->setText(text); };
+    set("dppl", QStringLiteral("%1%2 (%3 → %4)")
+                    .arg(e.ppl >= e.ppl_dense ? QStringLiteral("+") : QString())
+                    .arg(e.ppl - e.ppl_dense, 0, 'f', 3)
+                    .arg(e.ppl_dense, 0, 'f', 3)
+                    .arg(e.ppl, 0, 'f', 3));
+    set("kld", QString::number(e.kld_mean, 'f', 4));
+    set("top1", QStringLiteral("%1%").arg(100 * e.top1_agreement, 0, 'f', 1));
+    set("mlp", QStringLiteral("%1%").arg(100 * e.mlp_density, 0, 'f', 1));
+    set("attn", QStringLiteral("%1%").arg(100 * e.attn_density, 0, 'f', 1));
+    set("cpu", QStringLiteral("%1 (dense %2)").arg(e.decode_tokens_per_second, 0, 'f', 0).arg(e.dense_decode_tokens_per_second, 0, 'f', 0));
+    set("sim", QStringLiteral("%1 (dense %2)").arg(r->sim_tokens_per_s, 0, 'g', 4).arg(r->sim_dense_tokens_per_s, 0, 'g', 4));
+    set("hit", QStringLiteral("%1%").arg(100 * r->sim_hit_rate, 0, 'f', 1));
+    m_status->setText(tr("%1 · %2 · %3 scored tokens · %4 ms")
+                          .arg(QString::fromStdString(r->config.name),
+                               r->partial ? tr("partial (dragging)") : tr("full"))
+                          .arg(e.n_scored)
+                          .arg(r->seconds * 1000, 0, 'f', 0));
+}
+
+}  // namespace sl::views
