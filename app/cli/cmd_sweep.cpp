@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include "cli_methods.h"
+#include "cli_session.h"
 #include "sparselens/core/context.h"
+#include "sparselens/core/fingerprint.h"
 #include "sparselens/core/sweep.h"
 
 namespace sl::cli {
@@ -21,6 +23,7 @@ struct sweep_opts {
     bool dip_allocate = false;
     float cache_fraction = 0.5f;
     bool json = false;
+    session_record_opts session;  // --session FILE, --label: record every point as a run of one sweep
 };
 
 void write_csv(const std::string& path, const std::vector<sweep_point>& points) {
@@ -36,6 +39,41 @@ void write_csv(const std::string& path, const std::vector<sweep_point>& points) 
           << ',' << p.cache_hit_rate << ',' << (p.pareto ? 1 : 0) << '\n';
     }
     if (!f.flush()) throw cli_error(path + ": write failed");
+}
+
+// Records the grid as one sweep of the session (created when missing), one run per point; returns its id.
+int64_t record_sweep(const sweep_opts& o, const loaded_model& lm, const calibration* cal, const dense_reference& ref,
+                     const std::vector<sweep_point>& points) {
+    namespace ss = sessions;
+    ss::session_store s = take(ss::open_or_create_session(o.session.session_path));
+    const std::string text = read_text(o.text_path);
+    ss::run_inputs in = session_run_inputs(lm, o.text_path, text, o.m, cal);
+    in.model_sha256 = take(sha256_file(lm.m->path));  // once for the whole grid
+    const nlohmann::json params = {{"command", "sweep"},          {"methods", o.methods},
+                                   {"densities", o.densities},    {"gammas", o.gammas},
+                                   {"dip_allocate", o.dip_allocate}, {"cache_fraction", o.cache_fraction},
+                                   {"windows", ref.n_windows},    {"n_ctx", ref.n_ctx}};
+    const std::string label = o.session.label.empty() ? "sweep" : o.session.label;
+    const int64_t sweep_id = take(ss::begin_sweep(s, in, label, params.dump()));
+    for (const sweep_point& p : points) {
+        ss::evaluation e;
+        e.config = p.config;
+        e.eval = p.result;
+        ss::record_params rp;
+        rp.label = label;
+        rp.n_ctx = ref.n_ctx;
+        rp.windows = ref.n_windows;
+        rp.sweep_id = sweep_id;
+        if (p.cache_hit_rate >= 0) {
+            // DIP-CA read the LFU stand-in: its size is part of the configuration.
+            ss::sim_setting st;
+            st.cache_fraction = o.cache_fraction;
+            rp.setting = st;
+            e.hit_rate = p.cache_hit_rate;
+        }
+        take(ss::record_evaluation(s, e, in, rp));
+    }
+    return sweep_id;
 }
 
 int run_sweep(sweep_opts o) {
@@ -65,6 +103,9 @@ int run_sweep(sweep_opts o) {
     std::vector<sweep_point> points = take(sweep_run(ctx, ref, cal ? &*cal : nullptr, sp, ep));
     if (tty) std::fprintf(stderr, "\n");
 
+    int64_t sweep_id = 0;
+    if (!o.session.session_path.empty()) sweep_id = record_sweep(o, lm, cal ? &*cal : nullptr, ref, points);
+
     nlohmann::json j;
     j["model"] = o.model_path;
     j["text"] = o.text_path;
@@ -81,6 +122,7 @@ int run_sweep(sweep_opts o) {
         arr.push_back(e);
     }
     j["points"] = arr;
+    if (sweep_id > 0) j["session"] = {{"path", o.session.session_path}, {"sweep_id", sweep_id}};
     if (!o.out_json.empty()) {
         std::ofstream f(o.out_json, std::ios::trunc);
         if (!f || !(f << j.dump(2) << '\n') || !f.flush()) throw cli_error(o.out_json + ": write failed");
@@ -97,6 +139,9 @@ int run_sweep(sweep_opts o) {
         std::printf("%-10s %6.0f%% %6.2f %7.1f%% %7.1f%% %9.4f %8.5f %6.1f%% %s\n", p.config.name.c_str(),
                     100 * p.config.density, p.config.gamma, 100 * p.result.mlp_density, 100 * p.result.attn_density,
                     p.result.ppl, p.result.kld_mean, 100 * p.result.top1_agreement, p.pareto ? "*" : "");
+    if (sweep_id > 0)
+        std::printf("session      recorded as sweep %lld (%zu runs) in %s\n", static_cast<long long>(sweep_id),
+                    points.size(), o.session.session_path.c_str());
     return 0;
 }
 
@@ -117,6 +162,9 @@ void register_sweep(CLI::App& app, command_fn& run) {
     c->add_option("-o,--out", o->out_json, "Write the results as JSON");
     c->add_option("--csv", o->out_csv, "Write the results as CSV");
     add_method_options(c, o->m);
+    c->add_option("--session", o->session.session_path,
+                  "Record every point as a run of one sweep in this session file (created when missing)");
+    c->add_option("--label", o->session.label, "With --session: a label for the sweep and its runs");
     c->add_flag("--json", o->json, "Machine-readable output on stdout");
     c->callback([o, &run] { run = [o] { return run_sweep(*o); }; });
 }

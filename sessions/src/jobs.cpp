@@ -108,6 +108,42 @@ std::string candidate_label(const std::string& label, const sim::tune_candidate&
 // The sweep row of a tune, with the search's parameters.
 result<int64_t> add_tune_sweep(session_store& s, const sim::tune_params& p, const dense_reference& ref,
                                const run_inputs& in, const std::string& model_sha, const std::string& label) {
+    json budgets = json::array(), policies = json::array();
+    for (const sim::accuracy_budget& b : p.budgets) budgets.push_back(b.text);
+    for (sim::cache_policy pol : p.policies) policies.push_back(sim::cache_policy_name(pol));
+    const std::string params = json{{"methods", p.methods},
+                                    {"densities", p.densities},
+                                    {"gammas", p.gammas},
+                                    {"budgets", budgets},
+                                    {"objective", p.objective == sim::tune_objective::sim ? "sim" : "cpu"},
+                                    {"coarse_windows", p.coarse_windows},
+                                    {"refine_steps", p.refine_steps},
+                                    {"dip_split_points", p.dip_split_points},
+                                    {"windows", ref.n_windows},
+                                    {"n_ctx", ref.n_ctx},
+                                    {"device", p.sim.device.name},
+                                    {"dram_bytes", p.sim.device.dram_bytes},
+                                    {"bits", p.sim.quant.bits},
+                                    {"policies", policies},
+                                    {"online_policy", sim::cache_policy_name(p.online_policy)},
+                                    {"params", json::parse(method_config_to_json(p.base))}}
+                                   .dump();
+    run_inputs hashed = in;
+    hashed.model_sha256 = model_sha;
+    return begin_sweep(s, hashed, label, params);
+}
+
+}  // namespace
+
+result<int64_t> begin_sweep(session_store& s, const run_inputs& in, const std::string& label,
+                            const std::string& params_json) {
+    if (!in.m) return error{s.path() + ": cannot record a sweep without its model"};
+    std::string model_sha = in.model_sha256;
+    if (model_sha.empty()) {
+        result<std::string> h = sha256_file(in.m->path);
+        if (!h.ok()) return h.err();
+        model_sha = std::move(*h);
+    }
     int64_t sweep_id = 0;
     outcome made = s.in_transaction([&]() -> outcome {
         result<int64_t> model_id = s.add_model(model_record_of(*in.m, model_sha));
@@ -115,31 +151,12 @@ result<int64_t> add_tune_sweep(session_store& s, const sim::tune_params& p, cons
         sweep_record sw;
         sw.label = label;
         sw.model_id = *model_id;
+        sw.params_json = params_json;
         if (!in.text.empty() || !in.text_name.empty()) {
             result<int64_t> text_id = s.add_text(in.text_name, in.text, "eval");
             if (!text_id.ok()) return text_id.err();
             sw.text_id = *text_id;
         }
-        json budgets = json::array(), policies = json::array();
-        for (const sim::accuracy_budget& b : p.budgets) budgets.push_back(b.text);
-        for (sim::cache_policy pol : p.policies) policies.push_back(sim::cache_policy_name(pol));
-        sw.params_json = json{{"methods", p.methods},
-                              {"densities", p.densities},
-                              {"gammas", p.gammas},
-                              {"budgets", budgets},
-                              {"objective", p.objective == sim::tune_objective::sim ? "sim" : "cpu"},
-                              {"coarse_windows", p.coarse_windows},
-                              {"refine_steps", p.refine_steps},
-                              {"dip_split_points", p.dip_split_points},
-                              {"windows", ref.n_windows},
-                              {"n_ctx", ref.n_ctx},
-                              {"device", p.sim.device.name},
-                              {"dram_bytes", p.sim.device.dram_bytes},
-                              {"bits", p.sim.quant.bits},
-                              {"policies", policies},
-                              {"online_policy", sim::cache_policy_name(p.online_policy)},
-                              {"params", json::parse(method_config_to_json(p.base))}}
-                             .dump();
         result<int64_t> id = s.add_sweep(sw);
         if (!id.ok()) return id.err();
         sweep_id = *id;
@@ -148,8 +165,6 @@ result<int64_t> add_tune_sweep(session_store& s, const sim::tune_params& p, cons
     if (!made.ok()) return made.err();
     return sweep_id;
 }
-
-}  // namespace
 
 result<int64_t> record_evaluation(session_store& s, const evaluation& e, const run_inputs& in, const record_params& p) {
     result<resolved_inputs> inputs = resolve_inputs(s, in, method_config_needs_calibration(e.config));

@@ -103,6 +103,35 @@ TEST(session_cli, new_eval_runs_show_export_delete) {
     EXPECT_EQ(parse(run_cli("session delete " + s + " --all --json"))["runs"], 0);
 }
 
+// `sweep --session` records the grid as one sweep; a DIP-CA point exports with its stand-in cache and
+// re-measures without drift.
+TEST(session_cli, sweep_records_one_sweep_and_exports) {
+    session_dir d;
+    const std::string s = d.f("grid.slsession");
+    json sw = parse(run_cli("sweep " + model_args + " --methods dip,dip-ca --densities 0.5,0.7 --session " + s +
+                            " --label grid --json"));
+    ASSERT_TRUE(sw.contains("session"));
+    const int64_t sweep_id = sw["session"]["sweep_id"];
+    json show = parse(run_cli("session show " + s + " --json"));
+    EXPECT_EQ(show["runs"], 4);
+    EXPECT_EQ(show["sweeps"], 1);
+    json runs = parse(run_cli("session runs " + s + " --method dip-ca --json"));
+    ASSERT_EQ(runs.size(), 2u);
+    EXPECT_EQ(runs[1]["label"], "grid");
+    EXPECT_EQ(runs[1]["sweep_id"], sweep_id);
+    const json& point = sw["points"][3];  // dip-ca at 70%
+    ASSERT_EQ(point["method"], "dip-ca");
+    EXPECT_DOUBLE_EQ(runs[1]["ppl"].get<double>(), point["ppl"].get<double>());
+    EXPECT_DOUBLE_EQ(runs[1]["sim_hit_rate"].get<double>(), point["cache_hit_rate"].get<double>());
+
+    const std::string cfg = d.f("grid.json");
+    parse(run_cli("session export " + s + " " + std::to_string(runs[1]["id"].get<int64_t>()) + " --out " + cfg + " --json"));
+    json again = parse(run_cli("eval " + q("models/stories260K_f32.bin") + " " + q("text/stories260K_samples.txt") +
+                               " -z " + q("models/tok512.bin") + " --config " + cfg + " --json"));
+    EXPECT_EQ(again["drift"]["ppl"].get<double>(), 0.0);
+    EXPECT_EQ(again["drift"]["kld_mean"].get<double>(), 0.0);
+}
+
 TEST(session_cli, errors_are_one_line_with_exit_code_2) {
     session_dir d;
     {

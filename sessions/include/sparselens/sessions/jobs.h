@@ -68,6 +68,11 @@ result<int64_t> record_evaluation(session_store& s, const evaluation& e, const r
 
 // ---- tuner and sweeps ----
 
+// Adds a sweep row (model and text rows added or found) whose runs the caller then records with
+// record_params::sweep_id; `params_json` describes the grid. Returns the sweep id.
+result<int64_t> begin_sweep(session_store& s, const run_inputs& in, const std::string& label,
+                            const std::string& params_json);
+
 // "ppl+0.2, kld<0.05" -> budgets (sim::budget_parse each); errors quote the bad one. Empty text: none.
 result<std::vector<sim::accuracy_budget>> parse_budgets(const std::string& text);
 // "0.3, 0.5 0.7" -> densities in (0, 1].
