@@ -7,11 +7,15 @@
 
 namespace sl::views::detail {
 
+std::string cache_recorder::layout_of(const std::string& method) {
+    // DIP loads input-column pairs and down columns; the other methods whole neuron bundles (as the CLI).
+    return method == "dip" || method == "dip-ca" ? "dip" : "bundle";
+}
+
 result<std::unique_ptr<cache_recorder>> cache_recorder::create(const model& m, const std::string& method,
                                                                const sim::sim_params& p, bool frames) {
     const sim::model_shape shape = sim::shape_from_model(m);
-    // DIP loads input-column pairs and down columns; the other methods whole neuron bundles (as the CLI).
-    auto layout = sim::layout_parse(method == "dip" || method == "dip-ca" ? "dip" : "bundle");
+    auto layout = sim::layout_parse(layout_of(method));
     if (!layout) return layout.err();
     auto inner = sim::sim_residency::create(shape, layout.value(), p);
     if (!inner) return inner.err();

@@ -22,6 +22,8 @@ public:
     // `frames`: keep per-token frames (generation) or only the totals (evaluation).
     static result<std::unique_ptr<cache_recorder>> create(const model& m, const std::string& method,
                                                           const sim::sim_params& p, bool frames);
+    // The simulator's unit layout for a method (a session run records it with the device setting).
+    static std::string layout_of(const std::string& method);
 
     const uint8_t* resident_inputs(int32_t layer) const override { return m_inner->resident_inputs(layer); }
     const uint8_t* resident_neurons(int32_t layer) const override { return m_inner->resident_neurons(layer); }

@@ -147,6 +147,9 @@ result<std::shared_ptr<model_card>> engine::load(const std::string& path, const 
     m_tok = std::move(tok);
     m_calib = std::move(cal);
     m_calib_source = cal_source;
+    m_calib_path = cal_source;
+    m_identity.reset();
+    m_evaluated.clear();
     return card;
 }
 
@@ -165,6 +168,7 @@ result<std::string> engine::calibrate(const eval_text& text, const job_hooks& ho
     if (!cal) return cal.err();
     m_calib = std::move(cal).value();
     m_calib_source = text.name;
+    m_calib_path.clear();  // in memory only: a run that needs it saves a copy beside the session
     return "calibrated on " + std::to_string(m_calib->n_tokens) + " tokens of " + text.name;
 }
 
@@ -203,6 +207,37 @@ result<sim::sim_params> engine::sim_params_for(const device_settings& d) const {
     return p;
 }
 
+result<engine::eval_setup> engine::prepare_eval(const std::shared_ptr<const eval_text>& text, int32_t n_ctx_wanted,
+                                                 int32_t windows, const job_hooks& hooks) {
+    const int32_t n_ctx = std::clamp(n_ctx_wanted, 8, m_model->hp.seq_len);
+    if (!m_eval_ctx || m_eval_ctx->n_ctx() != n_ctx) {
+        m_eval_ctx.reset();
+        auto c = context::create(*m_model, engine_context_params(n_ctx));
+        if (!c) return c.err();
+        m_eval_ctx.emplace(std::move(c).value());
+    }
+    eval_setup out;
+    out.ep = eval_default_params();
+    out.ep.n_ctx = n_ctx;
+    out.ep.max_windows = std::max(1, windows);
+    out.ep.bos_id = m_tok->bos_id();
+
+    // The dense reference depends only on (text, window, windows): computed once, then every slider
+    // move costs one method pass.
+    const auto key = std::make_pair(text->hash, std::make_pair(n_ctx, out.ep.max_windows));
+    auto it = m_refs.find(key);
+    if (it == m_refs.end()) {
+        eval_params ep = out.ep;
+        ep.progress = [&](float f) { return hooks.progress("Dense reference on " + text->name, f); };
+        auto ref = eval_dense_reference(*m_eval_ctx, text_tokens(*text), ep);
+        if (!ref) return error{text->name + ": " + ref.message(), ref.cancelled()};
+        if (m_refs.size() >= 8) m_refs.clear();
+        it = m_refs.emplace(key, std::make_shared<const dense_reference>(std::move(ref).value())).first;
+    }
+    out.ref = it->second;
+    return out;
+}
+
 result<std::shared_ptr<tuning_result>> engine::evaluate(const evaluate_request& req,
                                                         const std::shared_ptr<const eval_text>& text,
                                                         generation_id gen, const job_hooks& hooks) {
@@ -216,30 +251,10 @@ result<std::shared_ptr<tuning_result>> engine::evaluate(const evaluate_request& 
     auto sp = sim_params_for(req.device);
     if (!sp) return sp.err();
 
-    const int32_t n_ctx = std::clamp(req.n_ctx, 8, m_model->hp.seq_len);
-    if (!m_eval_ctx || m_eval_ctx->n_ctx() != n_ctx) {
-        m_eval_ctx.reset();
-        auto c = context::create(*m_model, engine_context_params(n_ctx));
-        if (!c) return c.err();
-        m_eval_ctx.emplace(std::move(c).value());
-    }
-    eval_params ep = eval_default_params();
-    ep.n_ctx = n_ctx;
-    ep.max_windows = std::max(1, req.windows);
-    ep.bos_id = m_tok->bos_id();
-
-    // The dense reference depends only on (text, window, windows): computed once, then every slider
-    // move costs one method pass.
-    const auto key = std::make_pair(text->hash, std::make_pair(n_ctx, ep.max_windows));
-    auto it = m_refs.find(key);
-    if (it == m_refs.end()) {
-        ep.progress = [&](float f) { return hooks.progress("Dense reference on " + text->name, f); };
-        auto ref = eval_dense_reference(*m_eval_ctx, text_tokens(*text), ep);
-        if (!ref) return error{text->name + ": " + ref.message(), ref.cancelled()};
-        if (m_refs.size() >= 8) m_refs.clear();
-        it = m_refs.emplace(key, std::make_shared<const dense_reference>(std::move(ref).value())).first;
-    }
-    const dense_reference& ref = *it->second;
+    auto setup = prepare_eval(text, req.n_ctx, req.windows, hooks);
+    if (!setup) return setup.err();
+    eval_params ep = setup->ep;
+    const dense_reference& ref = *setup->ref;
 
     auto rec = cache_recorder::create(*m_model, req.method.name, sp.value(), false);
     if (!rec) return rec.err();
@@ -260,6 +275,19 @@ result<std::shared_ptr<tuning_result>> engine::evaluate(const evaluate_request& 
     if (dense) out->sim_dense_tokens_per_s = dense->tokens_per_s;
     out->partial = req.partial;
     out->seconds = std::chrono::duration<double>(clock::now() - t0).count();
+    if (!req.partial) {
+        // Kept so "Save run" can record it with the device setting it was simulated on.
+        evaluated e;
+        e.generation = gen;
+        e.result = out;
+        e.text = text;
+        e.n_ctx = ep.n_ctx;
+        e.windows = ep.max_windows;
+        e.setting = sessions::sim_setting_of(sp.value(), cache_recorder::layout_of(req.method.name),
+                                             static_cast<uint32_t>(rec.value()->tokens()));
+        m_evaluated.push_back(std::move(e));
+        if (m_evaluated.size() > 16) m_evaluated.pop_front();
+    }
     return out;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -16,6 +17,8 @@
 #include "sparselens/core/eval.h"
 #include "sparselens/core/model.h"
 #include "sparselens/core/tokenizer.h"
+#include "sparselens/sessions/jobs.h"
+#include "sparselens/sim/deploy_config.h"
 #include "sparselens/sim/simulator.h"
 #include "sparselens/views/engine_requests.h"
 #include "sparselens/views/snapshots.h"
@@ -71,8 +74,46 @@ public:
     bool has_model() const { return m_model != nullptr; }
     bool has_calibration() const { return m_calib.has_value(); }
 
+    // ---- the session (engine_session.cpp); the engine holds the one writable store ----
+
+    // Opens, creates or opens-or-creates `path` and makes it the session runs are recorded in; returns
+    // its path. A failure keeps the previous session.
+    result<std::string> open_session(const std::string& path, session_open_mode mode);
+    // Copies the session to `path` and continues there.
+    result<std::string> save_session_as(const std::string& path, bool overwrite);
+    const std::string& session_path() const;
+    // Records the complete evaluation of generation `evaluated` (one of the last few) as a run.
+    result<int64_t> record_evaluation(generation_id evaluated, const std::string& label, const job_hooks& hooks);
+    result<sessions::export_result> export_run(int64_t run_id, const std::string& path);
+    outcome delete_run(int64_t run_id);
+    // Checks a deployment config against the loaded model, installs its calibration and returns what the
+    // Tuning panel needs.
+    result<imported_settings> import_config(const std::string& path, const job_hooks& hooks);
+    // A sweep or a tune on `text`, recorded as a sweep of the session.
+    result<sessions::tune_job_result> session_job(const session_job_request& req,
+                                                  const std::shared_ptr<const eval_text>& text, const job_hooks& hooks);
+
 private:
     struct last_run;
+    // A complete evaluation the user may still save as a run.
+    struct evaluated {
+        generation_id generation = 0;
+        std::shared_ptr<const tuning_result> result;
+        std::shared_ptr<const eval_text> text;
+        int32_t n_ctx = 0, windows = 0;
+        sessions::sim_setting setting;
+    };
+    struct eval_setup {
+        eval_params ep;
+        std::shared_ptr<const dense_reference> ref;
+    };
+    // The evaluation context of n_ctx and the dense reference of (text, n_ctx, windows), cached.
+    result<eval_setup> prepare_eval(const std::shared_ptr<const eval_text>& text, int32_t n_ctx, int32_t windows,
+                                    const job_hooks& hooks);
+    outcome require_session() const;
+    // The loaded model's identity (SHA-256 of the file): hashed once per model, on first use.
+    result<const sim::deploy_model*> model_identity(const job_hooks& hooks);
+    sessions::run_inputs run_inputs_for(const eval_text& text, const sim::deploy_model& identity) const;
 
     outcome require_model() const;
     outcome ensure_calibration(const method_config& cfg, const std::shared_ptr<const eval_text>& text,
@@ -87,6 +128,7 @@ private:
     std::optional<tokenizer> m_tok;
     std::optional<calibration> m_calib;
     std::string m_calib_source;
+    std::string m_calib_path;  // the file m_calib was read from; empty: made in memory (saved beside the session)
     std::vector<std::vector<float>> m_down_norms;  // per layer ||W_down[:, j]||, computed on first use
 
     uint64_t m_tokens_key = 0;  // text hash of m_tokens (+1 so 0 means none)
@@ -94,6 +136,10 @@ private:
     std::map<std::pair<uint64_t, std::pair<int32_t, int32_t>>, std::shared_ptr<const dense_reference>> m_refs;
     std::optional<context> m_eval_ctx;
     std::unique_ptr<last_run> m_last;
+
+    std::unique_ptr<sessions::session_store> m_store;
+    std::optional<sim::deploy_model> m_identity;
+    std::deque<evaluated> m_evaluated;  // newest last
 };
 
 }  // namespace sl::views::detail

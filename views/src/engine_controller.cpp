@@ -16,6 +16,9 @@
 #include <cerrno>
 #include <chrono>
 #include <exception>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <new>
 
 #include "engine.h"
@@ -105,9 +108,10 @@ QString EngineController::evalTextName() const {
     return m_evalText ? QString::fromStdString(m_evalText->name) : QString();
 }
 
-generation_id EngineController::post(const std::string& tag, std::function<void(job&)> run) {
+generation_id EngineController::post(const std::string& tag, std::function<void(job&)> run, const std::string& task) {
     auto j = std::make_shared<job>();
     j->tag = tag;
+    j->task = task;
     j->run = std::move(run);
     std::vector<generation_id> replaced;
     {
@@ -186,11 +190,14 @@ void EngineController::deliver(const std::string& tag, generation_id gen, std::f
 
 void EngineController::deliverError(const job& j, const std::string& message, bool cancelled) {
     const QString tag = QString::fromStdString(j.tag);
+    const QString task = QString::fromStdString(j.task);
     const generation_id gen = j.generation;
     const QString msg = QString::fromStdString(message);
     // Cancellation notices are never stale: the caller wants to know its request ended.
-    QMetaObject::invokeMethod(this, [this, tag, gen, msg, cancelled] {
+    QMetaObject::invokeMethod(this, [this, tag, task, gen, msg, cancelled] {
         if (tag == QLatin1String(tagGenerate) && m_latest[tagGenerate] == gen) m_generating = false;
+        // A task's row waits for its end whatever it was (a queued one dropped by cancel() too).
+        if (!task.isEmpty()) emit taskFinished(task, false, msg == QLatin1String("cancelled") ? tr("Cancelled") : msg);
         if (cancelled) {
             emit requestCancelled(tag, gen);
             return;
@@ -211,7 +218,11 @@ detail::job_hooks EngineController::hooksFor(job& j) {
         if (f >= 1.0f || std::chrono::duration<double>(now - *last).count() >= progress_interval_s) {
             *last = now;
             const QString text = QString::fromStdString(what);
-            deliver(j.tag, j.generation, [this, text, f] { emit progressChanged(text, f); });
+            const QString task = QString::fromStdString(j.task);
+            deliver(j.tag, j.generation, [this, text, task, f] {
+                emit progressChanged(text, f);
+                if (!task.isEmpty()) emit taskProgress(task, f);
+            });
         }
         return true;
     };
@@ -292,8 +303,32 @@ generation_id EngineController::calibrate() {
         auto r = m_engine->calibrate(*text, hooksFor(j));
         if (!r) return deliverError(j, r.message(), r.cancelled());
         const QString desc = QString::fromStdString(r.value());
-        deliver(j.tag, j.generation, [this, desc] { emit calibrationChanged(true, desc); });
-    });
+        deliver(j.tag, j.generation, [this, desc] {
+            emit calibrationChanged(true, desc);
+            emit taskFinished(QString::fromLatin1(taskCalibrate), true, desc);
+        });
+    }, taskCalibrate);
+}
+
+generation_id EngineController::calibrate(const QString& textPath) {
+    const std::string path = textPath.toStdString();
+    return post(tagCalibrate, [this, path](job& j) {
+        // Read here, not on the GUI thread: calibration texts may be large.
+        std::ifstream f(path, std::ios::binary);
+        if (!f) return deliverError(j, path + ": cannot open the calibration text", false);
+        detail::eval_text text;
+        text.bytes.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+        if (text.bytes.empty()) return deliverError(j, path + ": the calibration text is empty", false);
+        text.name = std::filesystem::path(path).filename().string();
+        text.hash = fnv1a64(text.bytes.data(), text.bytes.size());
+        auto r = m_engine->calibrate(text, hooksFor(j));
+        if (!r) return deliverError(j, r.message(), r.cancelled());
+        const QString desc = QString::fromStdString(r.value());
+        deliver(j.tag, j.generation, [this, desc] {
+            emit calibrationChanged(true, desc);
+            emit taskFinished(QString::fromLatin1(taskCalibrate), true, desc);
+        });
+    }, taskCalibrate);
 }
 
 generation_id EngineController::requestActivations(int layer, probe where) {

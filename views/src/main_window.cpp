@@ -29,6 +29,8 @@
 #include "sparselens/views/model_panel.h"
 #include "sparselens/views/neurons_panel.h"
 #include "sparselens/views/prompt_panel.h"
+#include "sparselens/views/session_panel.h"
+#include "sparselens/views/tradeoffs_panel.h"
 #include "sparselens/views/tuning_panel.h"
 
 namespace sl::views {
@@ -65,6 +67,9 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), m_controller(std:
     m_prompt = new PromptPanel(this);
     m_neurons = new NeuronsPanel(this);
     m_cache = new CachePanel(this);
+    m_session = new SessionPanel(this);
+    m_tradeoffs = new TradeoffsPanel(this);
+    m_tradeoffs->setMinimumSize(360, 280);
 
     m_status = new QLabel(this);
     m_progress = new ProgressStrip(this);
@@ -88,7 +93,13 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), m_controller(std:
     m_neuronsDock = addDockPanel(m_neurons, tr("Neurons"), Qt::RightDockWidgetArea, QStringLiteral("dock.neurons"));
     m_cacheDock = addDockPanel(m_cache, tr("Cache"), Qt::RightDockWidgetArea, QStringLiteral("dock.cache"));
     tabifyDockWidget(m_neuronsDock, m_cacheDock);
+    // Trade-offs joins the chart tabs; Session sits behind Prompt & output (both wide tables / text).
+    m_tradeoffsDock = addDockPanel(m_tradeoffs, tr("Trade-offs"), Qt::RightDockWidgetArea, QStringLiteral("dock.tradeoffs"));
+    tabifyDockWidget(m_cacheDock, m_tradeoffsDock);
     m_neuronsDock->raise();
+    m_sessionDock = addDockPanel(m_session, tr("Session"), Qt::BottomDockWidgetArea, QStringLiteral("dock.session"));
+    tabifyDockWidget(dockOf(m_prompt), m_sessionDock);
+    dockOf(m_prompt)->raise();
     // A hidden panel gets its latest snapshot when it is shown (chart rebuilds are not free).
     connect(m_neuronsDock, &QDockWidget::visibilityChanged, this, [this](bool on) {
         if (on && m_pendingNeurons) m_neurons->setNeuronStats(std::exchange(m_pendingNeurons, nullptr));
@@ -107,6 +118,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), m_controller(std:
     m_tuning->setEvalTextName(m_controller->evalTextName());
 
     wireController();
+    wireSession();
+    openStartupSession();
     setStatus(tr("Open a model (Ctrl+O) or drop a model file on the window"));
 }
 
@@ -145,6 +158,8 @@ void MainWindow::buildMenus() {
         emit m_tuning->evalTextChangeRequested();
     });
     evalText->setToolTip(tr("The text the Tuning panel evaluates on"));
+    m_fileMenu->addSeparator();
+    buildSessionMenu(m_fileMenu);
     m_fileMenu->addSeparator();
     QAction* quit = m_fileMenu->addAction(tr("&Quit"), this, &QWidget::close);
     quit->setShortcut(QKeySequence::Quit);
@@ -358,6 +373,9 @@ void MainWindow::showShortcuts() {
                                    "<tr><td>Esc</td><td>Stop the generation / cancel the running job</td></tr>"
                                    "<tr><td>F5</td><td>Evaluate the current tuning</td></tr>"
                                    "<tr><td>Ctrl+Shift+K</td><td>Calibrate on the evaluation text</td></tr>"
+                                   "<tr><td>Ctrl+S</td><td>Save the Tuning panel's result as a run</td></tr>"
+                                   "<tr><td>Ctrl+Shift+N / O / S</td><td>New / open / save-as session</td></tr>"
+                                   "<tr><td>Ctrl+E / Ctrl+I</td><td>Export the selected run / import a config</td></tr>"
                                    "<tr><td>Alt+1…9</td><td>Show / hide panels</td></tr>"
                                    "<tr><td>F1</td><td>This list</td></tr>"
                                    "<tr><td>Ctrl+Q</td><td>Quit</td></tr></table>"),

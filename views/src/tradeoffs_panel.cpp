@@ -109,14 +109,23 @@ void TradeoffsPanel::setRuns(std::vector<ss::run_record> runs) {
 
 void TradeoffsPanel::addLiveResult(std::shared_ptr<const tuning_result> r) {
     if (!r) return;
-    if (r->partial) {
-        m_partial = std::move(r);
-    } else {
-        m_partial.reset();
-        m_live.push_back(std::move(r));
-        if (m_live.size() > 256) m_live.erase(m_live.begin());
+    addLiveResults({std::move(r)});
+}
+
+void TradeoffsPanel::addLiveResults(std::vector<std::shared_ptr<const tuning_result>> results) {
+    bool any = false;
+    for (auto& r : results) {
+        if (!r) continue;
+        any = true;
+        if (r->partial) {
+            m_partial = std::move(r);
+        } else {
+            m_partial.reset();
+            m_live.push_back(std::move(r));
+            if (m_live.size() > 256) m_live.erase(m_live.begin());
+        }
     }
-    rebuild();
+    if (any) rebuild();
 }
 
 void TradeoffsPanel::clearLiveResults() {

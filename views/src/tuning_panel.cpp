@@ -195,6 +195,11 @@ TuningPanel::TuningPanel(QWidget* parent) : QWidget(parent) {
     m_status->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
     m_status->setToolTip(tr("Full results use 8 windows of the text; while a slider moves, 2 (partial)"));
     rg->addWidget(m_status, int(rows.size()), 0, 1, 2);
+    m_save = new QPushButton(tr("Save run"), this);
+    m_save->setToolTip(tr("Record this result (method, device and metrics) as a run of the session (Ctrl+S)"));
+    m_save->setEnabled(false);
+    rg->addWidget(m_save, int(rows.size()) + 1, 0, 1, 2);
+    connect(m_save, &QPushButton::clicked, this, &TuningPanel::saveRunRequested);
 
     auto* v = new QVBoxLayout(this);
     v->addWidget(method);
@@ -362,6 +367,25 @@ device_settings TuningPanel::deviceSettings() const {
     return d;
 }
 
+void TuningPanel::setDeviceSettings(const device_settings& d) {
+    const bool was = m_updating;
+    m_updating = true;
+    const int i = m_device->findText(QString::fromStdString(d.device));
+    if (i >= 0) m_device->setCurrentIndex(i);  // resets the bandwidths to the profile's; the config's follow
+    if (d.flash_bandwidth > 0) m_flashBw->setValue(d.flash_bandwidth / 1e9);
+    if (d.dram_bandwidth > 0) m_dramBw->setValue(d.dram_bandwidth / 1e9);
+    if (const int b = m_bits->findData(static_cast<int>(d.bits)); b >= 0) m_bits->setCurrentIndex(b);
+    if (const int p = m_policy->findText(QString::fromStdString(d.policy)); p >= 0) m_policy->setCurrentIndex(p);
+    updateDramRange();
+    if (m_card && d.dram_bytes > 0) {
+        const double pos = dram_steps * std::log(double(d.dram_bytes) / m_dramLo) / std::log(m_dramHi / m_dramLo);
+        m_dram->setValue(std::clamp(static_cast<int>(std::lround(pos)), 0, dram_steps));
+        m_dram->setProperty("sized", true);
+    }
+    m_updating = was;
+    updateLabels();
+}
+
 QString TuningPanel::deviceProfile() const { return m_device->currentText(); }
 
 void TuningPanel::setDeviceProfile(const QString& name) {
@@ -381,6 +405,7 @@ evaluate_request TuningPanel::request(bool partial) const {
 void TuningPanel::setModelCard(std::shared_ptr<const model_card> card) {
     m_card = std::move(card);
     m_last.reset();
+    m_save->setEnabled(false);
     m_dram->setProperty("sized", false);
     for (QLabel* l : m_readouts) l->setText(QStringLiteral("–"));
     m_updating = true;
@@ -405,6 +430,7 @@ QString TuningPanel::readout(const QString& key) const {
 void TuningPanel::showResult(std::shared_ptr<const tuning_result> r) {
     if (!r) return;
     m_last = r;
+    m_save->setEnabled(!r->partial);
     const eval_result& e = r->eval;
     auto set = [&](const char* key, const QString& text) { m_readouts[QLatin1String(key)]->setText(text); };
     set("dppl", QStringLiteral("%1%2 (%3 → %4)")

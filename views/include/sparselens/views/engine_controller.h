@@ -7,6 +7,7 @@
 // every ~30 ms: one tokensStreamed() per batch, never one per token.
 #pragma once
 
+#include <QList>
 #include <QObject>
 #include <QString>
 #include <QTimer>
@@ -42,6 +43,18 @@ public:
     static constexpr const char* tagTune = "tune";
     static constexpr const char* tagCalibrate = "calibrate";
     static constexpr const char* tagActivations = "activations";
+    static constexpr const char* tagSweep = "session.sweep";
+    static constexpr const char* tagSessionTune = "session.tune";
+
+    // Task names of taskProgress / taskFinished (the Session panel's rows use the first three).
+    static constexpr const char* taskCalibrate = "calibrate";
+    static constexpr const char* taskSweep = "sweep";
+    static constexpr const char* taskTune = "tune";
+    static constexpr const char* taskSession = "session";  // new, open, save as
+    static constexpr const char* taskSave = "save";        // recording a Tuning panel result
+    static constexpr const char* taskExport = "export";
+    static constexpr const char* taskImport = "import";
+    static constexpr const char* taskDelete = "delete";
 
     explicit EngineController(QObject* parent = nullptr);
     ~EngineController() override;  // cancels the running job and joins the engine thread
@@ -51,8 +64,24 @@ public:
     generation_id generate(const generate_request& req);
     generation_id evaluate(const evaluate_request& req, const QString& tag = QString::fromLatin1(tagTune));
     generation_id calibrate();  // on the current evaluation text
+    generation_id calibrate(const QString& textPath);
     // The Activations view's selection: delivered from the recording or by re-running the last tokens.
     generation_id requestActivations(int layer, sl::probe where);
+
+    // ---- the session (engine_controller_session.cpp) ----
+    // Session files and writes run on the engine thread, in order, untagged (never coalesced); each ends
+    // with taskFinished. The engine holds the only writable connection; views read through their own.
+    generation_id openSession(const QString& path, session_open_mode mode);
+    generation_id saveSessionAs(const QString& path, bool overwrite);
+    // Records a complete result of evaluate() (one of the last 16 on this model) as a run: runRecorded.
+    generation_id recordResult(const tuning_result& r, const QString& label = QStringLiteral("saved"));
+    generation_id exportRun(qint64 runId, const QString& path);
+    generation_id deleteRun(qint64 runId);
+    // Checks the config against the loaded model, installs its calibration: configImported.
+    generation_id importConfig(const QString& path);
+    // A sweep or tune on the evaluation text into the session (cancellable, with taskProgress).
+    generation_id runSessionJob(const session_job_request& req);
+    QString sessionPath() const { return m_sessionPath; }
 
     void stop();    // ends a running generation early, keeping what it produced
     void cancel();  // cancels the running job and drops every queued one
@@ -84,6 +113,16 @@ signals:
     void progressChanged(const QString& what, double fraction);  // fraction in [0, 1]
     void busyChanged(bool busy);
     void requestCancelled(const QString& tag, quint64 generation);
+    // The session jobs.
+    void sessionOpened(const QString& path);
+    void sessionChanged();  // runs were added or deleted: re-read them
+    void runRecorded(qint64 runId);
+    void configExported(qint64 runId, const QString& path);
+    void configImported(const sl::views::imported_settings& settings);
+    void tuneRecorded(const QList<qint64>& recommendedRuns, qint64 sweepId);
+    void taskProgress(const QString& task, double fraction);
+    // Every task ends with this (cancelled and failed ones with ok = false), after its result signals.
+    void taskFinished(const QString& task, bool ok, const QString& message);
     // Every request ends with this, whatever its outcome (after its result or error signal).
     void requestFinished(const QString& tag, quint64 generation);
     void errorOccurred(const QString& message);
@@ -91,13 +130,14 @@ signals:
 private:
     struct job {
         std::string tag;
+        std::string task;  // taskFinished / taskProgress name; empty: none
         generation_id generation = 0;
         std::function<void(job&)> run;  // engine thread
         std::atomic<bool> cancel{false};
         std::atomic<bool> stop{false};
     };
 
-    generation_id post(const std::string& tag, std::function<void(job&)> run);
+    generation_id post(const std::string& tag, std::function<void(job&)> run, const std::string& task = {});
     void engineLoop();
     // Runs `fn` on the GUI thread unless a newer request of `tag` exists by then.
     void deliver(const std::string& tag, generation_id gen, std::function<void()> fn);
@@ -130,6 +170,7 @@ private:
     bool m_busy = false;
     bool m_generating = false;
     bool m_haveRun = false;  // a generation finished on the current model
+    QString m_sessionPath;
 };
 
 }  // namespace sl::views

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "sparselens/core/methods.h"
 #include "sparselens/core/observer.h"
@@ -53,6 +54,32 @@ struct generation_stats {
     double mean_kld = -1;            // over generated positions; -1 without a dense shadow
     bool stopped = false;            // the user stopped it; the snapshots hold what was produced
     std::string text;                // the decoded tokens
+};
+
+// How a session file is opened: File > New Session creates, Open Session opens, the startup session
+// (the last one, or the default) is created when it does not exist.
+enum class session_open_mode { create, open, open_or_create };
+
+// A sweep (methods x densities) or a tune (methods within accuracy budgets) recorded into the session.
+struct session_job_request {
+    bool tune = false;
+    std::vector<std::string> methods;
+    std::vector<float> densities;   // sweep: target MLP densities in (0, 1]
+    std::string budgets;            // tune: "ppl+0.2, kld<0.05" (sessions::parse_budgets)
+    std::string objective = "sim";  // tune: "sim" (simulated tok/s) or "cpu"
+    device_settings device;         // the simulated device
+    int32_t n_ctx = 128, windows = 8;  // the Tuning panel's full evaluation windows
+};
+
+// What an imported deployment config gives the Tuning panel.
+struct imported_settings {
+    method_config method = method_default_config();
+    bool has_device = false;
+    device_settings device;            // when has_device
+    std::vector<std::string> warnings;
+    std::string summary;               // "dip at 50% density on apple-a18, 4-bit, lfu"
+    std::string path;
+    bool calibration_installed = false;
 };
 
 }  // namespace sl::views

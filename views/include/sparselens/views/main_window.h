@@ -3,7 +3,10 @@
 #pragma once
 
 #include <memory>
+#include <optional>
+#include <vector>
 
+#include "sparselens/sessions/session_store.h"
 #include "sparselens/views/engine_controller.h"
 
 #include <QMainWindow>
@@ -23,6 +26,8 @@ class ModelPanel;
 class NeuronsPanel;
 class ProgressStrip;
 class PromptPanel;
+class SessionPanel;
+class TradeoffsPanel;
 class TuningPanel;
 
 class MainWindow : public QMainWindow {
@@ -49,6 +54,14 @@ public:
     ActivationsPanel* activationsPanel() const { return m_activations; }
     NeuronsPanel* neuronsPanel() const { return m_neurons; }
     CachePanel* cachePanel() const { return m_cache; }
+    SessionPanel* sessionPanel() const { return m_session; }
+    TradeoffsPanel* tradeoffsPanel() const { return m_tradeoffs; }
+    // The dock a panel was added to with addDockPanel (null for others), e.g. to raise() it.
+    QDockWidget* dockOf(const QWidget* panel) const;
+    // The session the engine records into (empty until the startup session is open).
+    QString sessionPath() const;
+    // Where runs go when no session was chosen: AppDataLocation/default.slsession.
+    static QString defaultSessionPath();
     ProgressStrip* progressStrip() const { return m_progress; }
     QString statusText() const;
     QStringList recentFiles() const { return m_recent; }
@@ -59,6 +72,8 @@ public slots:
     void generate();
     void evaluate(bool partial);
     void stopOrCancel();  // Esc: stops a generation, otherwise cancels the running job
+    void openSession(const QString& path);  // opens it, creating it when it does not exist
+    void saveRun();                         // Ctrl+S: records the Tuning panel's complete result
     void showShortcuts();
     void showAbout();
 
@@ -76,6 +91,12 @@ private:
     void showError(const QString& message);
     void setStatus(const QString& text, int timeoutMs = 0);
     void saveSettings();
+    // main_window_session.cpp
+    void buildSessionMenu(QMenu* file);
+    void wireSession();
+    void openStartupSession();
+    void restoreMethod(const method_config& c);
+    void flushTradeoffs();
 
     std::unique_ptr<EngineController> m_controller;
     ModelPanel* m_model = nullptr;
@@ -84,7 +105,13 @@ private:
     ActivationsPanel* m_activations = nullptr;
     NeuronsPanel* m_neurons = nullptr;
     CachePanel* m_cache = nullptr;
-    QDockWidget *m_neuronsDock = nullptr, *m_cacheDock = nullptr;
+    SessionPanel* m_session = nullptr;
+    TradeoffsPanel* m_tradeoffs = nullptr;
+    QDockWidget *m_neuronsDock = nullptr, *m_cacheDock = nullptr, *m_sessionDock = nullptr, *m_tradeoffsDock = nullptr;
+    // For the Trade-offs panel while it is hidden: given when it is shown (chart rebuilds are not free).
+    std::optional<std::vector<sessions::run_record>> m_pendingRuns;
+    std::vector<std::shared_ptr<const tuning_result>> m_pendingLive;
+    QString m_startupFallback;  // the default session, tried when the remembered one fails to open
     std::shared_ptr<const neuron_snapshot> m_pendingNeurons;  // for a hidden panel, given when shown
     std::shared_ptr<const cache_snapshot_series> m_pendingCache;
     QMenu *m_fileMenu = nullptr, *m_recentMenu = nullptr, *m_viewMenu = nullptr;

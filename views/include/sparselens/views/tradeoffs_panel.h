@@ -46,6 +46,8 @@ public:
     // An evaluation from the Tuning panel that is not (yet) a run: drawn hollow. A partial result (slider
     // still moving) replaces the previous partial one; complete results accumulate (the last 256 kept).
     void addLiveResult(std::shared_ptr<const tuning_result> r);
+    // Several at once, in order, with one redraw (results that arrived while the panel was hidden).
+    void addLiveResults(std::vector<std::shared_ptr<const tuning_result>> results);
     void clearLiveResults();
     // Runs a tune recommended (tune_job_result::recommended_run_ids): drawn as stars.
     void setRecommendedRuns(const std::vector<int64_t>& ids);

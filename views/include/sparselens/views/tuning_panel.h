@@ -48,6 +48,9 @@ public:
     method_config methodConfig() const;
     void setMethodConfig(const method_config& cfg);  // e.g. restoring a run; requests a full evaluation
     device_settings deviceSettings() const;
+    // E.g. an imported config's device; requests no evaluation (setMethodConfig after it does). A device
+    // that is no shipped profile keeps the current profile with the config's numbers.
+    void setDeviceSettings(const device_settings& d);
     QString deviceProfile() const;
     void setDeviceProfile(const QString& name);
     evaluate_request request(bool partial) const;
@@ -63,6 +66,7 @@ public:
     QComboBox* methodCombo() const { return m_method; }
     QSlider* densitySlider() const { return m_density; }
     MarkedSlider* dramSlider() const { return m_dram; }
+    QPushButton* saveRunButton() const { return m_save; }
     uint64_t dramBytes() const;
 
 signals:
@@ -70,6 +74,7 @@ signals:
     void evalTextChangeRequested();  // the user wants to choose another evaluation text
     void evalTextResetRequested();
     void deviceProfileChanged(const QString& name);
+    void saveRunRequested();  // record the shown (complete) result as a run of the session
 
 private:
     void onMethodChanged();
@@ -86,7 +91,7 @@ private:
     QDoubleSpinBox *m_flashBw = nullptr, *m_dramBw = nullptr;
     QLabel *m_densityLabel = nullptr, *m_dInLabel = nullptr, *m_dDownLabel = nullptr, *m_gammaLabel = nullptr;
     QLabel *m_dramLabel = nullptr, *m_evalText = nullptr, *m_calib = nullptr, *m_status = nullptr;
-    QPushButton *m_chooseText = nullptr, *m_resetText = nullptr;
+    QPushButton *m_chooseText = nullptr, *m_resetText = nullptr, *m_save = nullptr;
     QMap<QString, QLabel*> m_readouts;
 
     std::shared_ptr<const model_card> m_card;
