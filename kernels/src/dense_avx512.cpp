@@ -3,15 +3,8 @@
 // -Wuninitialized reports at every inlined use; the kernels below initialise everything they read.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
+#include "row_dots_avx512.h"
 
-#include <cstring>
-
-#include "dense_internal.h"
-
-// Fixed-trip loops over rows/accumulators must be unrolled so the accumulators live in registers
-// (at -O2 GCC keeps them in a stack array otherwise, which halves throughput).
-#define SL_UNROLL _Pragma("GCC unroll 16")
 namespace sl::kernels::detail {
 namespace {
 
@@ -19,243 +12,24 @@ namespace {
 // left F16/BF16 rows at ~70% of the F32 byte rate; 4 KiB ahead measured best (1-8 KiB tried).
 constexpr int k_prefetch = 4096;
 
-inline float hsum256(__m256 v) {
-    const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
-}
-
-inline float hsum512(__m512 v) {
-    return hsum256(_mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)));
-}
-
-// Widening loaders: 16 consecutive weights as f32, or the first popcount(m) with zeros after.
-struct load_f32 {
-    using elem = float;
-    static __m512 load(const elem* p) { return _mm512_loadu_ps(p); }
-    static __m512 load(const elem* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
-};
-struct load_f16 {
-    using elem = uint16_t;
-    static __m512 load(const elem* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
-    static __m512 load(const elem* p, __mmask16 m) { return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p)); }
-};
-struct load_bf16 {
-    using elem = uint16_t;
-    static __m512 widen(__m256i v) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16)); }
-    static __m512 load(const elem* p) { return widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
-    static __m512 load(const elem* p, __mmask16 m) { return widen(_mm256_maskz_loadu_epi16(m, p)); }
-};
-
-// U independent accumulators per row hide the FMA latency even with a single row; R rows share
-// each x load. A row's arithmetic depends only on U and cols, never on R or on the loader, so
-// any row partition (and gemm's widened f32 tiles) gives bit-identical results.
-constexpr int k_float_acc = 4;
-
-template <int R, typename L>
-inline void dot_rows(const uint8_t* w, int64_t rb, int64_t cols, const float* x, float* y) {
-    constexpr int U = k_float_acc;
-    using E = typename L::elem;
-    const E* row[R];
-    __m512 a[R][U];
-    SL_UNROLL
-    for (int i = 0; i < R; ++i) {
-        row[i] = reinterpret_cast<const E*>(w + i * rb);
-        SL_UNROLL
-        for (int u = 0; u < U; ++u) a[i][u] = _mm512_setzero_ps();
-    }
-    int64_t c = 0;
-    for (; c + 16 * U <= cols; c += 16 * U) {
-        if constexpr (R == 1) {
-            SL_UNROLL
-            for (int l = 0; l < 16 * U * static_cast<int>(sizeof(E)); l += 64)
-                _mm_prefetch(reinterpret_cast<const char*>(row[0] + c) + k_prefetch + l, _MM_HINT_T0);
-        }
-        __m512 xv[U];
-        SL_UNROLL
-        for (int u = 0; u < U; ++u) xv[u] = _mm512_loadu_ps(x + c + 16 * u);
-        SL_UNROLL
-        for (int i = 0; i < R; ++i) {
-            SL_UNROLL
-            for (int u = 0; u < U; ++u) a[i][u] = _mm512_fmadd_ps(L::load(row[i] + c + 16 * u), xv[u], a[i][u]);
-        }
-    }
-    for (; c + 16 <= cols; c += 16) {
-        const __m512 x0 = _mm512_loadu_ps(x + c);
-        SL_UNROLL
-        for (int i = 0; i < R; ++i) a[i][0] = _mm512_fmadd_ps(L::load(row[i] + c), x0, a[i][0]);
-    }
-    if (c < cols) {
-        const __mmask16 m = static_cast<__mmask16>((1u << (cols - c)) - 1u);
-        const __m512 x0 = _mm512_maskz_loadu_ps(m, x + c);
-        SL_UNROLL
-        for (int i = 0; i < R; ++i) a[i][1] = _mm512_fmadd_ps(L::load(row[i] + c, m), x0, a[i][1]);
-    }
-    SL_UNROLL
-    for (int i = 0; i < R; ++i)
-        y[i] = hsum512(_mm512_add_ps(_mm512_add_ps(a[i][0], a[i][1]), _mm512_add_ps(a[i][2], a[i][3])));
-}
+// Where a streaming row kernel prefetches: the same row, k_prefetch bytes ahead (multi-row tiles
+// of the cached kernels do not prefetch).
+inline const uint8_t* ahead(const uint8_t* row) { return row + k_prefetch; }
 
 template <int R, typename L>
 void rows_float(const uint8_t* w, int64_t rb, int64_t n_rows, int64_t cols, const void* xv, float* y) {
     const auto* x = static_cast<const float*>(xv);
     int64_t r = 0;
-    for (; r + R <= n_rows; r += R) dot_rows<R, L>(w + r * rb, rb, cols, x, y + r);
-    for (; r < n_rows; ++r) dot_rows<1, L>(w + r * rb, rb, cols, x, y + r);
-}
-
-// [a x8 | b x8]: per-lane scales for two blocks processed in one zmm.
-inline __m512 pair_scale(float a, float b) {
-    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(a)), _mm256_set1_ps(b), 1);
-}
-
-// Q8_0 weights, two blocks per zmm. maddubs needs an unsigned operand: |w| times x with w's sign.
-struct q8_block {
-    static constexpr int64_t bytes = sizeof(block_q8_0);
-    static constexpr bool offset = false;
-    // fp16 scales of the 8 blocks at p (272 bytes) as f32: two word permutes instead of 8 loads.
-    static __m256 scales8(const uint8_t* p) {
-        const __m512i idx = _mm512_setr_epi32(0x00110000, 0x00330022, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
-        const __m512i a = _mm512_permutex2var_epi16(_mm512_loadu_si512(p), idx, _mm512_loadu_si512(p + 64));
-        const __m512i b = _mm512_permutex2var_epi16(_mm512_loadu_si512(p + 136), idx, _mm512_loadu_si512(p + 200));
-        return _mm256_cvtph_ps(_mm_unpacklo_epi64(_mm512_castsi512_si128(a), _mm512_castsi512_si128(b)));
-    }
-    static __m512i pair_dot(const uint8_t* p, __m512i xq) {
-        const auto* b = reinterpret_cast<const block_q8_0*>(p);
-        const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[0].qs));
-        const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[1].qs));
-        const __m512i wq = _mm512_inserti64x4(_mm512_castsi256_si512(w0), w1, 1);
-        const __m512i sx = _mm512_mask_sub_epi8(xq, _mm512_movepi8_mask(wq), _mm512_setzero_si512(), xq);
-        return _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_abs_epi8(wq), sx), _mm512_set1_epi16(1));
-    }
-    static __m256i one_dot(const uint8_t* p, __m256i xq) {
-        const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2));
-        const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(wq, wq), _mm256_sign_epi8(xq, wq));
-        return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
-    }
-};
-
-// Q4_0 weights: unsigned nibbles straight into maddubs; the -8 offset returns via s[] = d*sum(q).
-struct q4_block {
-    static constexpr int64_t bytes = sizeof(block_q4_0);
-    static constexpr bool offset = true;
-    // fp16 scales of the 8 blocks at p (144 bytes; all 8 lie in the first 128) as f32.
-    static __m256 scales8(const uint8_t* p) {
-        const __m512i idx = _mm512_setr_epi32(0x00090000, 0x001b0012, 0x002d0024, 0x003f0036, 0, 0, 0, 0, 0, 0, 0, 0,
-                                              0, 0, 0, 0);
-        const __m512i v = _mm512_permutex2var_epi16(_mm512_loadu_si512(p), idx, _mm512_loadu_si512(p + 64));
-        return _mm256_cvtph_ps(_mm512_castsi512_si128(v));
-    }
-    static __m512i pair_dot(const uint8_t* p, __m512i xq) {
-        const auto* b = reinterpret_cast<const block_q4_0*>(p);
-        // 128-bit lanes [q0 q0 q1 q1]; lanes 1 and 3 shift right by 4 to expose the high nibbles.
-        const __m512i shifts = _mm512_set_epi64(0x0004000400040004LL, 0x0004000400040004LL, 0, 0,
-                                                0x0004000400040004LL, 0x0004000400040004LL, 0, 0);
-        const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[0].qs));
-        const __m128i q1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[1].qs));
-        const __m512i raw = _mm512_castsi256_si512(_mm256_set_m128i(q1, q0));
-        const __m512i dup = _mm512_shuffle_i64x2(raw, raw, _MM_SHUFFLE(1, 1, 0, 0));
-        const __m512i nib = _mm512_and_si512(_mm512_srlv_epi16(dup, shifts), _mm512_set1_epi8(0x0f));
-        return _mm512_madd_epi16(_mm512_maddubs_epi16(nib, xq), _mm512_set1_epi16(1));
-    }
-    static __m256i one_dot(const uint8_t* p, __m256i xq) {
-        const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2));
-        const __m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), _mm256_set1_epi8(0x0f));
-        return _mm256_madd_epi16(_mm256_maddubs_epi16(nib, xq), _mm256_set1_epi16(1));
-    }
-};
-
-inline float half_at(const uint8_t* p) {
-    uint16_t h;
-    std::memcpy(&h, p, 2);
-    return _cvtsh_ss(h);
-}
-
-// Leftover block pair (blocks b, b+1 at p) with scalar scale conversion.
-template <typename B>
-inline __m512 pair_scaled(const uint8_t* p, __m512i xq, const q8_act* xa, int64_t b, float& corr) {
-    const float dw0 = half_at(p), dw1 = half_at(p + B::bytes);
-    if constexpr (B::offset) corr += dw0 * xa->s[b] + dw1 * xa->s[b + 1];
-    return _mm512_mul_ps(_mm512_cvtepi32_ps(B::pair_dot(p, xq)), pair_scale(dw0 * xa->d[b], dw1 * xa->d[b + 1]));
-}
-
-// Leftover single block b at p, in 256-bit arithmetic.
-template <typename B>
-inline float one_scaled(const uint8_t* p, __m256i xq, const q8_act* xa, int64_t b, float& corr) {
-    const float dw = half_at(p);
-    if constexpr (B::offset) corr += dw * xa->s[b];
-    return hsum256(_mm256_cvtepi32_ps(B::one_dot(p, xq))) * (dw * xa->d[b]);
-}
-
-// Integer-dot rows, 8 blocks per step: the 8 weight scales come from one permute, are combined
-// with the activation scales in one multiply, and each block pair takes its lanes by a permute.
-// Leftover pairs and an odd last block use the per-block path. Two accumulators per row.
-template <int R, typename B>
-inline void quant_rows(const uint8_t* w, int64_t rb, int64_t cols, const q8_act* xa, float* y) {
-    __m512 acc[R][2];
-    __m256 corr_v[R];
-    float corr[R], tail[R];
-    SL_UNROLL
-    for (int i = 0; i < R; ++i) {
-        acc[i][0] = acc[i][1] = _mm512_setzero_ps();
-        corr_v[i] = _mm256_setzero_ps();
-        corr[i] = tail[i] = 0.0f;
-    }
-    const __m512i pidx[4] = {
-        _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
-        _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3),
-        _mm512_setr_epi32(4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5),
-        _mm512_setr_epi32(6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7),
-    };
-    const int64_t nb = cols / 32;
-    int64_t b = 0;
-    for (; b + 8 <= nb; b += 8) {
-        if constexpr (R == 1) {
-            SL_UNROLL
-            for (int l = 0; l < 8 * B::bytes; l += 64)
-                _mm_prefetch(reinterpret_cast<const char*>(w + b * B::bytes) + k_prefetch + l, _MM_HINT_T0);
-        }
-        __m512i xq[4];
-        SL_UNROLL
-        for (int k = 0; k < 4; ++k) xq[k] = _mm512_loadu_si512(xa->qs + (b + 2 * k) * 32);
-        const __m256 dx = _mm256_loadu_ps(xa->d + b);
-        SL_UNROLL
-        for (int i = 0; i < R; ++i) {
-            const uint8_t* p = w + i * rb + b * B::bytes;
-            const __m256 dw = B::scales8(p);
-            if constexpr (B::offset) corr_v[i] = _mm256_fmadd_ps(dw, _mm256_loadu_ps(xa->s + b), corr_v[i]);
-            const __m512 dd = _mm512_castps256_ps512(_mm256_mul_ps(dw, dx));
-            SL_UNROLL
-            for (int k = 0; k < 4; ++k) {
-                const __m512 prod = _mm512_cvtepi32_ps(B::pair_dot(p + 2 * k * B::bytes, xq[k]));
-                acc[i][k & 1] = _mm512_fmadd_ps(prod, _mm512_permutexvar_ps(pidx[k], dd), acc[i][k & 1]);
-            }
-        }
-    }
-    for (; b + 2 <= nb; b += 2) {
-        const __m512i xq = _mm512_loadu_si512(xa->qs + b * 32);
-        SL_UNROLL
-        for (int i = 0; i < R; ++i)
-            acc[i][0] = _mm512_add_ps(acc[i][0], pair_scaled<B>(w + i * rb + b * B::bytes, xq, xa, b, corr[i]));
-    }
-    if (b < nb) {  // odd block count: the last block in 256-bit arithmetic
-        const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xa->qs + b * 32));
-        SL_UNROLL
-        for (int i = 0; i < R; ++i) tail[i] = one_scaled<B>(w + i * rb + b * B::bytes, xq, xa, b, corr[i]);
-    }
-    SL_UNROLL
-    for (int i = 0; i < R; ++i) {
-        const float dot = hsum512(_mm512_add_ps(acc[i][0], acc[i][1])) + tail[i];
-        y[i] = B::offset ? dot - 8.0f * (hsum256(corr_v[i]) + corr[i]) : dot;
-    }
+    for (; r + R <= n_rows; r += R) dot_rows<R, L, R == 1>(w + r * rb, rb, cols, x, y + r, ahead(w + r * rb));
+    for (; r < n_rows; ++r) dot_rows<1, L, true>(w + r * rb, rb, cols, x, y + r, ahead(w + r * rb));
 }
 
 template <int R, typename B>
 void rows_quant(const uint8_t* w, int64_t rb, int64_t n_rows, int64_t cols, const void* xv, float* y) {
     const auto* xa = static_cast<const q8_act*>(xv);
     int64_t r = 0;
-    for (; r + R <= n_rows; r += R) quant_rows<R, B>(w + r * rb, rb, cols, xa, y + r);
-    for (; r < n_rows; ++r) quant_rows<1, B>(w + r * rb, rb, cols, xa, y + r);
+    for (; r + R <= n_rows; r += R) quant_rows<R, B, R == 1>(w + r * rb, rb, cols, xa, y + r, ahead(w + r * rb));
+    for (; r < n_rows; ++r) quant_rows<1, B, true>(w + r * rb, rb, cols, xa, y + r, ahead(w + r * rb));
 }
 
 // Same arithmetic as the scalar quantize_act_q8, so activations quantize identically on every ISA.

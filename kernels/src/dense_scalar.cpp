@@ -41,39 +41,38 @@ void rows_bf16(const uint8_t* w, int64_t rb, int64_t n_rows, int64_t cols, const
     }
 }
 
-void rows_q8_0(const uint8_t* w, int64_t rb, int64_t n_rows, int64_t cols, const void* xv, float* y) {
+// Per block: the exact integer dot of the weights and the quantized activations, scaled by both block
+// scales; block_dot(block, xq) gives the integer dot of one block.
+template <typename Block, typename BlockDot>
+void rows_quant(const uint8_t* w, int64_t rb, int64_t n_rows, int64_t cols, const void* xv, float* y,
+                BlockDot block_dot) {
     const auto* xa = static_cast<const q8_act*>(xv);
-    const int64_t nb = cols / qk8_0;
     for (int64_t r = 0; r < n_rows; ++r) {
-        const auto* wb = reinterpret_cast<const block_q8_0*>(w + r * rb);
+        const auto* wb = reinterpret_cast<const Block*>(w + r * rb);
         float acc = 0.0f;
-        for (int64_t b = 0; b < nb; ++b) {
-            const int8_t* xq = xa->qs + b * qk8_0;
-            int32_t sum = 0;
-            for (int j = 0; j < qk8_0; ++j) sum += int32_t{wb[b].qs[j]} * xq[j];
-            acc += fp16_to_fp32(wb[b].d) * xa->d[b] * static_cast<float>(sum);
-        }
+        for (int64_t b = 0; b < cols / 32; ++b)
+            acc += fp16_to_fp32(wb[b].d) * xa->d[b] * static_cast<float>(block_dot(wb[b], xa->qs + b * 32));
         y[r] = acc;
     }
 }
 
+void rows_q8_0(const uint8_t* w, int64_t rb, int64_t n_rows, int64_t cols, const void* xv, float* y) {
+    rows_quant<block_q8_0>(w, rb, n_rows, cols, xv, y, [](const block_q8_0& b, const int8_t* xq) {
+        int32_t sum = 0;
+        for (int j = 0; j < qk8_0; ++j) sum += int32_t{b.qs[j]} * xq[j];
+        return sum;
+    });
+}
+
 void rows_q4_0(const uint8_t* w, int64_t rb, int64_t n_rows, int64_t cols, const void* xv, float* y) {
-    const auto* xa = static_cast<const q8_act*>(xv);
-    const int64_t nb = cols / qk4_0;
-    for (int64_t r = 0; r < n_rows; ++r) {
-        const auto* wb = reinterpret_cast<const block_q4_0*>(w + r * rb);
-        float acc = 0.0f;
-        for (int64_t b = 0; b < nb; ++b) {
-            const int8_t* xq = xa->qs + b * qk4_0;
-            int32_t sum = 0;
-            for (int j = 0; j < qk4_0 / 2; ++j) {
-                sum += ((wb[b].qs[j] & 0x0f) - 8) * xq[j];
-                sum += ((wb[b].qs[j] >> 4) - 8) * xq[j + qk4_0 / 2];
-            }
-            acc += fp16_to_fp32(wb[b].d) * xa->d[b] * static_cast<float>(sum);
+    rows_quant<block_q4_0>(w, rb, n_rows, cols, xv, y, [](const block_q4_0& b, const int8_t* xq) {
+        int32_t sum = 0;
+        for (int j = 0; j < qk4_0 / 2; ++j) {
+            sum += ((b.qs[j] & 0x0f) - 8) * xq[j];
+            sum += ((b.qs[j] >> 4) - 8) * xq[j + qk4_0 / 2];
         }
-        y[r] = acc;
-    }
+        return sum;
+    });
 }
 
 void dequant_f32(const void* src, float* dst, int64_t n) { std::memcpy(dst, src, static_cast<size_t>(n) * 4); }

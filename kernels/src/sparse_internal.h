@@ -24,10 +24,62 @@ using axpy_fn = void (*)(float* acc, bool init, int n_rows, const uint8_t* const
 // Q8_0/Q4_0). Unlike the dense streaming kernels, which prefetch 4 KiB ahead in the same row (right
 // for consecutive rows, a wasted read of an unused row for short sparse rows), these prefetch
 // pf[k] (if pf and pf[k] are non-null) at the offset they are reading in rows[k]: the caller passes
-// the rows it will read next. Otherwise the arithmetic is the dense rows kernel's of the same ISA,
-// operation for operation, so results are bit-identical to gemv (tests hold both to it).
+// the rows it will read next. Otherwise they are the dense rows kernels of the same ISA (gather_dots
+// below), so results are bit-identical to gemv (tests hold both to it).
 using dots_fn = void (*)(const uint8_t* const* rows, const uint8_t* const* pf, int64_t n, int64_t cols, const void* x,
                          float* y);
+
+// An axpy_fn that calls Op::template run<G, Init, PF>(acc, rows, s, n, pf) with G = n_rows, Init = init and
+// PF = (pf != null), so each per-ISA inner loop is branch-free. Op comes from an anonymous namespace of a
+// per-ISA file, so every instantiation stays in that file's ISA.
+template <typename Op>
+void axpy_dispatch(float* acc, bool init, int n_rows, const uint8_t* const* rows, const float* s, int64_t n,
+                   const uint8_t* const* pf) {
+    auto go = [&]<int G>() {
+        if (init) {
+            pf ? Op::template run<G, true, true>(acc, rows, s, n, pf)
+               : Op::template run<G, true, false>(acc, rows, s, n, pf);
+        } else {
+            pf ? Op::template run<G, false, true>(acc, rows, s, n, pf)
+               : Op::template run<G, false, false>(acc, rows, s, n, pf);
+        }
+    };
+    static_assert(k_axpy_rows == 4);
+    switch (n_rows) {
+        case 1:
+            go.template operator()<1>();
+            break;
+        case 2:
+            go.template operator()<2>();
+            break;
+        case 3:
+            go.template operator()<3>();
+            break;
+        default:
+            go.template operator()<4>();
+            break;
+    }
+}
+
+// A one-row dense row kernel (w, rb, cols, x, y, pf) of some ISA; x is const float* or const q8_act*.
+template <typename X>
+using row_dot_fn = void (*)(const uint8_t* w, int64_t rb, int64_t cols, const X* x, float* y, const uint8_t* pf);
+
+// A dots_fn that runs each listed row through the dense row kernel of one ISA: Fetch prefetches pf[k]
+// while reading row k, Plain (for a null pf[k]) does not. Both come from the anonymous namespace of a
+// per-ISA file, so every instantiation stays in that file's ISA.
+template <typename X, row_dot_fn<X> Fetch, row_dot_fn<X> Plain>
+void gather_dots(const uint8_t* const* rows, const uint8_t* const* pf, int64_t n, int64_t cols, const void* x,
+                 float* y) {
+    const auto* xt = static_cast<const X*>(x);
+    for (int64_t k = 0; k < n; ++k) {
+        if (pf && pf[k]) {
+            Fetch(rows[k], 0, cols, xt, y + k, pf[k]);
+        } else {
+            Plain(rows[k], 0, cols, xt, y + k, nullptr);
+        }
+    }
+}
 
 struct sparse_table {
     axpy_fn axpy[5] = {};  // indexed by dtype; 1 <= n_rows <= k_axpy_rows

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "kernel_test_util.h"
 #include "sparselens/kernels/kernels.h"
 #include "sparselens/kernels/membw.h"
 
@@ -14,6 +15,7 @@ namespace {
 
 using sl::dtype;
 namespace k = sl::kernels;
+using namespace sl::kernel_test;
 
 struct shape {
     int64_t rows, cols;
@@ -25,151 +27,18 @@ struct shape {
 const std::vector<shape> k_shapes = {{64, 172}, {172, 64}, {1, 32}, {7, 96},   {333, 1024}, {2048, 8192}, {5, 7},
                                      {9, 17},   {3, 40},   {21, 160}, {6, 31}, {11, 1000}, {19, 416},   {37, 800}};
 
-const dtype k_types[] = {dtype::f32, dtype::f16, dtype::bf16, dtype::q8_0, dtype::q4_0};
-
-uint64_t g_state = 0x9e3779b97f4a7c15ULL;
-void reseed(uint64_t s) { g_state = s * 0x9e3779b97f4a7c15ULL + 1; }
-uint64_t next_u64() {  // splitmix64
-    uint64_t z = (g_state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-float uniform() { return static_cast<float>(next_u64() >> 40) / 16777216.0f * 2.0f - 1.0f; }
-float gaussish() { return (uniform() + uniform() + uniform() + uniform()) * 0.8660254f; }  // unit variance
-
-std::vector<k::isa> isas() {
-    std::vector<k::isa> v{k::isa::scalar};
-    if (k::detected_isa() >= k::isa::avx2) v.push_back(k::isa::avx2);
-    if (k::detected_isa() >= k::isa::avx512) v.push_back(k::isa::avx512);
-    return v;
-}
-
-// Restores dispatch after a test that switches ISAs.
-struct isa_guard {
-    k::isa saved = k::active_isa();
-    ~isa_guard() { k::set_active_isa(saved); }
-};
-
-// Independent decoders (not the library's): value of each stored weight.
-double half_value(uint16_t h) {
-    const int e = (h >> 10) & 0x1f, m = h & 0x3ff;
-    const double v = e == 0 ? std::ldexp(m, -24) : std::ldexp(1024 + m, e - 25);
-    return (h & 0x8000) ? -v : v;
-}
-
-std::vector<double> decode_row(dtype t, const uint8_t* p, int64_t cols) {
-    std::vector<double> out(static_cast<size_t>(cols));
-    for (int64_t c = 0; c < cols; ++c) {
-        switch (t) {
-            case dtype::f32: {
-                float f;
-                std::memcpy(&f, p + 4 * c, 4);
-                out[c] = f;
-                break;
-            }
-            case dtype::f16: {
-                uint16_t h;
-                std::memcpy(&h, p + 2 * c, 2);
-                out[c] = half_value(h);
-                break;
-            }
-            case dtype::bf16: {
-                uint16_t h;
-                std::memcpy(&h, p + 2 * c, 2);
-                const uint32_t u = static_cast<uint32_t>(h) << 16;
-                float f;
-                std::memcpy(&f, &u, 4);
-                out[c] = f;
-                break;
-            }
-            case dtype::q8_0: {
-                const auto* b = reinterpret_cast<const sl::block_q8_0*>(p) + c / 32;
-                out[c] = half_value(b->d) * b->qs[c % 32];
-                break;
-            }
-            case dtype::q4_0: {
-                const auto* b = reinterpret_cast<const sl::block_q4_0*>(p) + c / 32;
-                const int j = static_cast<int>(c % 32);
-                const int nib = j < 16 ? (b->qs[j] & 15) : (b->qs[j - 16] >> 4);
-                out[c] = half_value(b->d) * (nib - 8);
-                break;
-            }
-        }
-    }
-    return out;
-}
-
-struct matrix {
-    sl::tensor_view view;
-    std::vector<uint8_t> bytes;
-    std::vector<double> exact;  // decoded stored weights, [rows * cols]
-};
-
-matrix make_matrix(dtype t, int64_t rows, int64_t cols, uint64_t seed) {
-    reseed(seed);
-    matrix m;
-    m.view.type = t;
-    m.view.rows = rows;
-    m.view.cols = cols;
-    m.bytes.resize(static_cast<size_t>(m.view.bytes()));
-    m.view.data = m.bytes.data();
-    std::vector<float> src(static_cast<size_t>(cols));
-    m.exact.resize(static_cast<size_t>(rows * cols));
-    for (int64_t r = 0; r < rows; ++r) {
-        const bool zero_row = r == 2;  // d = 0 blocks must work too
-        for (auto& v : src) v = zero_row ? 0.0f : uniform();
-        k::quantize_row(t, src.data(), m.bytes.data() + r * m.view.row_bytes(), cols);
-        const auto d = decode_row(t, m.bytes.data() + r * m.view.row_bytes(), cols);
-        std::copy(d.begin(), d.end(), m.exact.begin() + r * cols);
-    }
-    return m;
-}
-
-std::vector<float> make_x(int64_t cols, uint64_t seed) {
-    reseed(seed);
-    std::vector<float> x(static_cast<size_t>(cols));
-    for (auto& v : x) v = gaussish();
-    if (cols >= 64)
-        for (int j = 32; j < 64; ++j) x[j] = 0.0f;  // an all-zero activation block (scale 0)
-    return x;
-}
-
-// The documented activation quantization (blocks of 32, d = amax/127, q = nearbyint(x*127/amax)),
-// written independently here: dequantized values of what the Q8_0/Q4_0 kernels multiply with.
-std::vector<double> quantized_x(const std::vector<float>& x) {
-    std::vector<double> out(x.size());
-    for (size_t b = 0; b < x.size() / 32; ++b) {
-        float amax = 0.0f;
-        for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[b * 32 + j]));
-        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-        const float d = amax / 127.0f;
-        for (int j = 0; j < 32; ++j) out[b * 32 + j] = static_cast<double>(d) * std::nearbyint(x[b * 32 + j] * id);
-    }
-    return out;
-}
-
-std::vector<double> reference(const matrix& m, const std::vector<double>& x) {
+// y = w x for the decoded weights w ([rows * cols]) of m.
+std::vector<double> reference(const matrix& m, const std::vector<double>& w_exact, const std::vector<double>& x) {
     std::vector<double> y(static_cast<size_t>(m.view.rows));
     for (int64_t r = 0; r < m.view.rows; ++r) {
         double s = 0.0;
-        const double* w = m.exact.data() + r * m.view.cols;
+        const double* w = w_exact.data() + r * m.view.cols;
         for (int64_t c = 0; c < m.view.cols; ++c) s += w[c] * x[c];
         y[r] = s;
     }
     return y;
 }
 
-double nmse(const float* y, const std::vector<double>& ref) {
-    double num = 0.0, den = 0.0;
-    for (size_t i = 0; i < ref.size(); ++i) {
-        num += (y[i] - ref[i]) * (y[i] - ref[i]);
-        den += ref[i] * ref[i];
-    }
-    return den > 0.0 ? num / den : num;
-}
-
-bool is_quant(dtype t) { return t == dtype::q8_0 || t == dtype::q4_0; }
 bool valid(dtype t, const shape& s) { return s.cols % sl::dtype_block_elems(t) == 0; }
 
 // Stored weights are exact after decoding, so only f32 accumulation error remains.
@@ -188,8 +57,9 @@ TEST_P(dense_by_type, gemv_matches_double_reference) {
         const matrix m = make_matrix(t, s.rows, s.cols, 1000 + s.rows * 7 + s.cols);
         const std::vector<float> x = make_x(s.cols, 77 + s.cols);
         const std::vector<double> xe(x.begin(), x.end());
-        const std::vector<double> ref_exact = reference(m, xe);
-        const std::vector<double> ref_used = is_quant(t) ? reference(m, quantized_x(x)) : ref_exact;
+        const std::vector<double> w = decode(m.view);
+        const std::vector<double> ref_exact = reference(m, w, xe);
+        const std::vector<double> ref_used = is_quant(t) ? reference(m, w, quantized_x(x)) : ref_exact;
         std::vector<float> first;
         for (k::isa i : isas()) {
             SCOPED_TRACE(::testing::Message() << sl::dtype_name(t) << " " << k::isa_name(i) << " " << s.rows << "x"

@@ -27,6 +27,7 @@
 
 #include <gtest/gtest.h>
 
+#include "kernel_test_util.h"
 #include "sparselens/kernels/attention.h"
 #include "sparselens/kernels/kernels.h"
 #include "sparselens/kernels/sparse.h"
@@ -35,133 +36,14 @@ namespace {
 
 using sl::dtype;
 namespace k = sl::kernels;
+using namespace sl::kernel_test;
+using sl::kernel_test::nmse;  // overloaded below for float vectors
 
-const dtype k_types[] = {dtype::f32, dtype::f16, dtype::bf16, dtype::q8_0, dtype::q4_0};
 constexpr double k_bound = 1e-10;
 constexpr double k_dense_bound = 1e-12;
 constexpr double k_dense_scalar_bound = 1e-11;
 constexpr double k_act_quant_bound = 1e-4;
 constexpr double k_fused_act_quant_bound = 3e-4;
-
-uint64_t g_state = 1;
-void reseed(uint64_t s) {
-    g_state = s * 0x9e3779b97f4a7c15ULL + 1;
-}
-uint64_t next_u64() {  // splitmix64
-    uint64_t z = (g_state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-float uniform() {
-    return static_cast<float>(next_u64() >> 40) / 16777216.0f * 2.0f - 1.0f;
-}
-float gaussish() {
-    return (uniform() + uniform() + uniform() + uniform()) * 0.8660254f;
-}
-
-std::vector<k::isa> isas() {
-    std::vector<k::isa> v{k::isa::scalar};
-    if (k::detected_isa() >= k::isa::avx2) v.push_back(k::isa::avx2);
-    if (k::detected_isa() >= k::isa::avx512) v.push_back(k::isa::avx512);
-    return v;
-}
-
-struct isa_guard {
-    k::isa saved = k::active_isa();
-    ~isa_guard() { k::set_active_isa(saved); }
-};
-
-bool is_quant(dtype t) {
-    return t == dtype::q8_0 || t == dtype::q4_0;
-}
-
-// Independent decoders (not the library's): the value of stored element c of a row.
-double half_value(uint16_t h) {
-    const int e = (h >> 10) & 0x1f, m = h & 0x3ff;
-    const double v = e == 0 ? std::ldexp(m, -24) : std::ldexp(1024 + m, e - 25);
-    return (h & 0x8000) ? -v : v;
-}
-
-double element(dtype t, const uint8_t* row, int64_t c) {
-    uint16_t h;
-    switch (t) {
-        case dtype::f32: {
-            float f;
-            std::memcpy(&f, row + 4 * c, 4);
-            return f;
-        }
-        case dtype::f16:
-            std::memcpy(&h, row + 2 * c, 2);
-            return half_value(h);
-        case dtype::bf16: {
-            std::memcpy(&h, row + 2 * c, 2);
-            const uint32_t u = static_cast<uint32_t>(h) << 16;
-            float f;
-            std::memcpy(&f, &u, 4);
-            return f;
-        }
-        case dtype::q8_0: {
-            const auto* b = reinterpret_cast<const sl::block_q8_0*>(row) + c / 32;
-            return half_value(b->d) * b->qs[c % 32];
-        }
-        case dtype::q4_0: {
-            const auto* b = reinterpret_cast<const sl::block_q4_0*>(row) + c / 32;
-            const int j = static_cast<int>(c % 32);
-            return half_value(b->d) * ((j < 16 ? (b->qs[j] & 15) : (b->qs[j - 16] >> 4)) - 8);
-        }
-    }
-    return 0.0;
-}
-
-std::vector<double> decode(const sl::tensor_view& v) {
-    std::vector<double> out(static_cast<size_t>(v.rows * v.cols));
-    for (int64_t r = 0; r < v.rows; ++r)
-        for (int64_t c = 0; c < v.cols; ++c) out[static_cast<size_t>(r * v.cols + c)] = element(v.type, v.row(r), c);
-    return out;
-}
-
-struct matrix {
-    sl::tensor_view view;
-    std::vector<uint8_t> bytes;
-};
-
-// Row-major [rows, cols] of type t from uniform [-1, 1] values; row 2 is all zeros (d = 0 blocks).
-matrix make_matrix(dtype t, int64_t rows, int64_t cols, uint64_t seed) {
-    reseed(seed);
-    matrix m;
-    m.view = {t, rows, cols, nullptr};
-    m.bytes.resize(static_cast<size_t>(m.view.bytes()));
-    m.view.data = m.bytes.data();
-    std::vector<float> src(static_cast<size_t>(cols));
-    for (int64_t r = 0; r < rows; ++r) {
-        for (float& v : src) v = r == 2 ? 0.0f : uniform();
-        k::quantize_row(t, src.data(), m.bytes.data() + r * m.view.row_bytes(), cols);
-    }
-    return m;
-}
-
-std::vector<float> make_x(int64_t n, uint64_t seed, float scale = 1.0f) {
-    reseed(seed);
-    std::vector<float> x(static_cast<size_t>(n));
-    for (float& v : x) v = scale * gaussish();
-    if (n >= 64)
-        for (int j = 32; j < 64; ++j) x[static_cast<size_t>(j)] = 0.0f;  // an all-zero activation block
-    return x;
-}
-
-// The documented activation quantization, written independently (see tst_kernels_dense.cpp).
-std::vector<double> quantized_x(const std::vector<float>& x) {
-    std::vector<double> out(x.size());
-    for (size_t b = 0; b < x.size() / 32; ++b) {
-        float amax = 0.0f;
-        for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[b * 32 + j]));
-        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-        for (int j = 0; j < 32; ++j)
-            out[b * 32 + j] = static_cast<double>(amax / 127.0f) * std::nearbyint(x[b * 32 + j] * id);
-    }
-    return out;
-}
 
 // Index lists: sorted, unique. Clustered lists are runs of 1-48 consecutive channels.
 struct density {
@@ -189,15 +71,6 @@ std::vector<int32_t> make_idx(int64_t n, const density& d, bool clustered, uint6
     for (int64_t i = 0; i < n; ++i)
         if (on[static_cast<size_t>(i)]) idx.push_back(static_cast<int32_t>(i));
     return idx;
-}
-
-double nmse(const float* y, const std::vector<double>& ref) {
-    double num = 0.0, den = 0.0;
-    for (size_t i = 0; i < ref.size(); ++i) {
-        num += (y[i] - ref[i]) * (y[i] - ref[i]);
-        den += ref[i] * ref[i];
-    }
-    return den > 0.0 ? num / den : num;
 }
 
 double sq_err(const float* y, const std::vector<double>& ref) {
