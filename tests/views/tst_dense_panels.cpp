@@ -6,10 +6,12 @@
 #include "sparselens/views/cache_panel.h"
 #include "sparselens/views/color_legend.h"
 #include "sparselens/views/neurons_panel.h"
+#include "sparselens/views/tuning_panel.h"
 
 #include <QBarSet>
 #include <QComboBox>
 #include <QLineSeries>
+#include <QLogValueAxis>
 #include <QSignalSpy>
 #include <QSlider>
 
@@ -177,6 +179,75 @@ private slots:
         QCOMPARE(p.hitRateSeries()->at(2), QPointF(12, 40));
         QCOMPARE(p.flashSeries()->at(1).x(), 11.0);
         QCOMPARE(p.flashSeries()->at(1).y(), 2.0);  // 2000 bytes in KB
+        // Every row is named: layer and unit group.
+        QCOMPARE(p.mapView()->rowLabel(0), QStringLiteral("L0 in-cols"));
+        QCOMPARE(p.mapView()->rowLabel(1), QStringLiteral("L0 down"));
+        QCOMPARE(p.mapView()->rowLabel(3), QStringLiteral("L1 down"));
+    }
+
+    // Importances inside one decade: the log axis switches to base 2 and runs from one power of 2 to
+    // another, so it has labelled ticks (a base-10 axis from 0.16 to 1.9 would label nothing).
+    void neuronsLogAxisLabelsANarrowRange() {
+        NeuronsPanel p;
+        auto s = neuron_stats();
+        for (neuron_layer_stats& l : s->layers) {
+            l.importance_sorted.clear();
+            for (int i = 0; i < 11; ++i) l.importance_sorted.push_back(1.5f - 0.13f * static_cast<float>(i));  // 1.5 .. 0.2
+        }
+        p.setNeuronStats(s);
+        QLogValueAxis* axis = nullptr;
+        for (QAbstractAxis* a : const_cast<QLineSeries*>(p.importanceSeries())->attachedAxes())
+            if (auto* l = qobject_cast<QLogValueAxis*>(a)) axis = l;
+        QVERIFY(axis);
+        QCOMPARE(axis->base(), 2.0);
+        QVERIFY(axis->min() <= 0.2 && axis->max() >= 1.5);
+        QCOMPARE(std::exp2(std::round(std::log2(axis->min()))), axis->min());
+        QCOMPARE(std::exp2(std::round(std::log2(axis->max()))), axis->max());
+        QVERIFY(axis->max() / axis->min() <= 16.0);  // 0.125 .. 2, not decades of empty axis
+        // Several decades: base 10 again.
+        p.setNeuronStats(neuron_stats(2));
+        QCOMPARE(axis->base(), 10.0);
+    }
+
+    // The Tuning panel: the flash read unit follows the profile and overrides it; without a split the
+    // d_in / d_down sliders follow Density; speed ratios say when dense is faster.
+    void tuningFlashPageSplitAndRatios() {
+        TuningPanel t;
+        t.setDeviceProfile(QStringLiteral("apple-a18"));
+        QCOMPARE(t.flashPageBytes(), int64_t{4096});  // the profile's page
+        QCOMPARE(t.deviceSettings().flash_page_bytes, int64_t{4096});
+        t.setFlashPage(0);
+        QCOMPARE(t.deviceSettings().flash_page_bytes, int64_t{0});
+        device_settings d = t.deviceSettings();
+        d.flash_page_bytes = 16384;
+        t.setDeviceSettings(d);
+        QCOMPARE(t.flashPageBytes(), int64_t{16384});
+
+        sl::method_config c = sl::method_default_config();
+        c.name = "dip";
+        c.density = 0.7f;
+        t.setMethodConfig(c);
+        QList<QSlider*> sliders;
+        for (QSlider* s : t.findChildren<QSlider*>())
+            if (s != t.densitySlider() && s != t.dramSlider() && s->minimum() == 5) sliders << s;
+        QCOMPARE(sliders.size(), 2);  // d_in, d_down
+        for (QSlider* s : sliders) {
+            QVERIFY(!s->isEnabled());
+            QCOMPARE(s->value(), 70);
+        }
+        QCOMPARE(t.methodConfig().d_in, -1.0f);  // not split: the method derives both from density
+
+        auto r = std::make_shared<tuning_result>();
+        r->config = c;
+        r->eval.ppl = r->eval.ppl_dense = 4;
+        r->eval.decode_tokens_per_second = 3000;
+        r->eval.dense_decode_tokens_per_second = 1000;
+        r->sim_tokens_per_s = 1000;
+        r->sim_dense_tokens_per_s = 16000;
+        t.showResult(r);
+        QVERIFY2(t.readout(QStringLiteral("sim_ratio")).startsWith(QStringLiteral("×0.06")), qPrintable(t.readout("sim_ratio")));
+        QVERIFY(t.readout(QStringLiteral("sim_ratio")).contains(QStringLiteral("dense is faster")));
+        QCOMPARE(t.readout(QStringLiteral("cpu_ratio")), QStringLiteral("×3.00 vs dense"));
     }
 
     void cachePlayRunsToTheEnd() {

@@ -336,27 +336,40 @@ private slots:
         QVERIFY2(m_canvas->overlayActive(), "the ImGui renderer did not initialise in this GL context");
         m_canvas->setOverlayVisible(false);
         const QImage without = grab();
-        // The collapsed "View" window sits at the top-left corner.
+        // Closed, the overlay is a small "View" button in the bottom-right corner; the top rows (the
+        // prompt) are not covered.
+        const QRect button = m_canvas->overlayButtonRect();
+        const int w = m_canvas->width(), h = m_canvas->height();
+        QVERIFY2(button.isValid() && button.right() >= w - 12 && button.bottom() >= h - 12,
+                 qPrintable(QStringLiteral("%1,%2 %3x%4").arg(button.x()).arg(button.y()).arg(button.width()).arg(button.height())));
+        QVERIFY(button.width() <= 100 && button.height() <= 40);
         int differing = 0;
-        for (int y = 8; y < 24; ++y)
-            for (int x = 8; x < 60; ++x) differing += with.pixel(x, y) != without.pixel(x, y);
+        for (int y = button.top(); y <= button.bottom(); ++y)
+            for (int x = button.left(); x <= button.right(); ++x) differing += with.pixel(x, y) != without.pixel(x, y);
         QVERIFY(differing > 100);
-        // Clicking its collapse arrow opens it: a larger area changes.
+        int topLeft = 0;
+        for (int y = 0; y < 30; ++y)
+            for (int x = 0; x < 120; ++x) topLeft += with.pixel(x, y) != without.pixel(x, y);
+        QCOMPARE(topLeft, 0);
+        // Clicking the button opens the controls above it: a larger area changes.
+        QVERIFY(!m_canvas->overlayOpen());
         m_canvas->setOverlayVisible(true);
         grab();
-        QTest::mouseMove(m_canvas, QPoint(18, 17));
-        QMouseEvent move(QEvent::MouseMove, QPointF(18, 17), m_canvas->mapToGlobal(QPointF(18, 17)), Qt::NoButton,
+        const QPoint at = button.center() + QPoint(button.width() / 4, 0);  // on the "View" label
+        QTest::mouseMove(m_canvas, at);
+        QMouseEvent move(QEvent::MouseMove, QPointF(at), m_canvas->mapToGlobal(QPointF(at)), Qt::NoButton,
                          Qt::NoButton, Qt::NoModifier);
         QCoreApplication::sendEvent(m_canvas, &move);
         grab();
-        QTest::mousePress(m_canvas, Qt::LeftButton, Qt::NoModifier, QPoint(18, 17));
+        QTest::mousePress(m_canvas, Qt::LeftButton, Qt::NoModifier, at);
         grab();
-        QTest::mouseRelease(m_canvas, Qt::LeftButton, Qt::NoModifier, QPoint(18, 17));
+        QTest::mouseRelease(m_canvas, Qt::LeftButton, Qt::NoModifier, at);
         grab();
         const QImage open = grab();
+        QVERIFY(m_canvas->overlayOpen());
         int changed = 0;
-        for (int y = 40; y < 120; ++y)
-            for (int x = 10; x < 150; ++x) changed += open.pixel(x, y) != without.pixel(x, y);
+        for (int y = 10; y < button.top() - 4; ++y)
+            for (int x = w - 150; x < w - 10; ++x) changed += open.pixel(x, y) != without.pixel(x, y);
         QVERIFY2(changed > 1000, qPrintable(QString::number(changed)));
         m_canvas->setOverlayVisible(false);
         QCOMPARE(m_canvas->glErrorCount(), 0);

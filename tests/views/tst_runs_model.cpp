@@ -91,6 +91,13 @@ private slots:
         QCOMPARE(m.index(cats, RunsTableModel::ColDensity).data(RunsTableModel::SortRole).toDouble(), double(0.7f));
         QCOMPARE(m.index(0, RunsTableModel::ColMethod).data(RunsTableModel::MethodRole).toString(), QStringLiteral("dip"));
         QCOMPARE(m.headerData(RunsTableModel::ColDeltaPpl, Qt::Horizontal).toString(), QStringLiteral("ΔPPL"));
+        // Created: local time to the minute, sorted by and hovering to the stored UTC ISO string.
+        const QModelIndex created = m.index(cats, RunsTableModel::ColCreated);
+        const QString iso = created.data(Qt::ToolTipRole).toString();
+        QVERIFY(iso.endsWith(QLatin1Char('Z')));
+        QCOMPARE(created.data(RunsTableModel::SortRole).toString(), iso);
+        const QDateTime utc(QDate::fromString(iso.left(10), Qt::ISODate), QTime(0, 0), Qt::UTC);
+        QCOMPARE(created.data().toString(), utc.toLocalTime().toString(QStringLiteral("yyyy-MM-dd HH:mm")));
         // A run whose parameters do not parse still shows (density unknown).
         auto bad = sample();
         bad[0].params_json = "{\"density\": \"half\"}";

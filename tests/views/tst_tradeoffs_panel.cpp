@@ -5,6 +5,7 @@
 #include <QtCharts/QChartView>
 #include <QtCharts/QLineSeries>
 #include <QtCharts/QLogValueAxis>
+#include <QtCharts/QValueAxis>
 #include <QtCharts/QScatterSeries>
 #include <QtTest>
 
@@ -104,6 +105,35 @@ private slots:
         QVERIFY(p.valueOfRun(6, &dense));
         QVERIFY(dense.y() > 0);  // ΔPPL 0 drawn at the floor
         QVERIFY(axis->min() <= dense.y() && axis->max() >= 0.30);
+    }
+
+    // Linear axes start at zero for non-negative data and end on round values; a tok/s axis whose points
+    // span more than a decade is logarithmic unless the user turns it off.
+    void axesAreRoundAndLogXFollowsTheSpread() {
+        TradeoffsPanel p;
+        p.setRuns(m_runs);  // simulated tok/s 10 .. 40
+        QVERIFY(!p.logX());
+        auto* x = qobject_cast<QValueAxis*>(p.chart()->axes(Qt::Horizontal).front());
+        auto* y = qobject_cast<QValueAxis*>(p.chart()->axes(Qt::Vertical).front());
+        QVERIFY(x && y);
+        QCOMPARE(y->min(), 0.0);  // ΔPPL >= 0: no padding below zero
+        QVERIFY(y->max() >= 0.30);
+        const double step = (x->max() - x->min()) / (x->tickCount() - 1);
+        QCOMPARE(std::fmod(x->min() / step, 1.0), 0.0);  // ticks on multiples of the step
+
+        std::vector<ss::run_record> runs = m_runs;
+        runs.push_back(run(8, config("dense", 1.0f), 1000, 0.0, 0.0, 1.0));
+        p.setRuns(runs);  // 10 .. 1000: two decades
+        QVERIFY(p.logX());
+        auto* lx = qobject_cast<QLogValueAxis*>(p.chart()->axes(Qt::Horizontal).front());
+        QVERIFY(lx);
+        QVERIFY(lx->min() <= 10 && lx->max() >= 1000);
+        p.setLogX(false);
+        QVERIFY(!p.logX());
+        QVERIFY(qobject_cast<QValueAxis*>(p.chart()->axes(Qt::Horizontal).front()));
+        // The density axis is never logarithmic.
+        p.setAxes(TradeoffsPanel::XAxis::MlpDensity, TradeoffsPanel::YAxis::DeltaPpl, false);
+        QVERIFY(!p.logX());
     }
 
     void overlaysMarkTunerRunsRecommendationsAndLivePoints() {

@@ -26,18 +26,32 @@ std::string_view column_order_name(column_order o) {
 
 ActivationsPanel::ActivationsPanel(QWidget* parent) : QWidget(parent) {
     m_layer = new QComboBox(this);
+    // Short item texts (the centre can be under 600 px wide), the full meaning in each item's tooltip.
+    const auto item = [](QComboBox* c, const QString& text, int data, const QString& tip) {
+        c->addItem(text, data);
+        c->setItemData(c->count() - 1, tip, Qt::ToolTipRole);
+    };
     m_probe = new QComboBox(this);
-    m_probe->addItem(tr("GLU output"), static_cast<int>(probe::glu));
-    m_probe->addItem(tr("gate (W_g x)"), static_cast<int>(probe::gate_pre));
-    m_probe->addItem(tr("up (W_u x)"), static_cast<int>(probe::up_pre));
-    m_probe->addItem(tr("MLP input"), static_cast<int>(probe::mlp_in));
+    item(m_probe, tr("GLU output"), static_cast<int>(probe::glu), tr("σ(gate)·up: the input of the down projection"));
+    item(m_probe, tr("gate"), static_cast<int>(probe::gate_pre), tr("gate pre-activation W_g x"));
+    item(m_probe, tr("up"), static_cast<int>(probe::up_pre), tr("up projection W_u x"));
+    item(m_probe, tr("MLP input"), static_cast<int>(probe::mlp_in), tr("the normalised input x of the MLP"));
+    m_probe->setToolTip(tr("Which activation matrix of the layer to show"));
     m_mode = new QComboBox(this);
-    m_mode->addItem(tr("absolute |v|"), static_cast<int>(heatmap_mode::absolute));
-    m_mode->addItem(tr("relative (row-normalised)"), static_cast<int>(heatmap_mode::relative));
-    m_mode->addItem(tr("mask overlay"), static_cast<int>(heatmap_mode::mask_overlay));
+    item(m_mode, tr("absolute"), static_cast<int>(heatmap_mode::absolute), tr("absolute |v| against the colour scale"));
+    item(m_mode, tr("relative"), static_cast<int>(heatmap_mode::relative),
+         tr("relative: |v| divided by the largest |v| of its token row (GRIFFIN's flocking view)"));
+    item(m_mode, tr("mask"), static_cast<int>(heatmap_mode::mask_overlay),
+         tr("mask overlay: absolute values, with the entries the kernels skipped hatched grey"));
+    m_mode->setToolTip(tr("Colour mode: absolute |v|, relative (row-normalised) or the kernels' mask overlay"));
     m_order = new QComboBox(this);
-    for (column_order o : {column_order::index, column_order::griffin, column_order::heavy_hitter})
-        m_order->addItem(tr("by %1").arg(QString::fromUtf8(column_order_name(o).data())), static_cast<int>(o));
+    item(m_order, tr("index"), static_cast<int>(column_order::index), tr("neurons in index order"));
+    item(m_order, tr("GRIFFIN"), static_cast<int>(column_order::griffin),
+         tr("by GRIFFIN's prompt statistic: the prompt's experts on the left"));
+    item(m_order, tr("heavy hitters"), static_cast<int>(column_order::heavy_hitter),
+         tr("by heavy-hitter norm ‖σ(xU_j)‖·‖V_j‖: the most important neurons on the left"));
+    m_order->setToolTip(tr("Column order of the neurons (the data does not change)"));
+    for (QComboBox* c : {m_layer, m_probe, m_mode, m_order}) c->setSizeAdjustPolicy(QComboBox::AdjustToContents);
 
     auto* selectors = new QHBoxLayout;
     const auto add = [&](QLayout* l, const QString& label, QWidget* w) {
@@ -51,6 +65,7 @@ ActivationsPanel::ActivationsPanel(QWidget* parent) : QWidget(parent) {
     add(selectors, tr("M&ode"), m_mode);
     add(selectors, tr("&Columns"), m_order);
     selectors->addStretch(1);
+    selectors->setSpacing(4);
 
     // Colour-scale controls: the ImGui overlay has them inside the canvas; without it they live here.
     m_cmap = new QComboBox(this);

@@ -12,7 +12,6 @@ namespace sl::views {
 namespace {
 
 constexpr uint8_t no_slot = 0xFF;
-constexpr int label_margin = 40;
 
 // Which state wins when several slots share a pixel: events over steady states.
 int rank(uint8_t s) {
@@ -28,6 +27,37 @@ int rank(uint8_t s) {
 }
 
 }  // namespace
+
+QString CacheMapView::groupShortName(const std::string& kind) {
+    static const std::pair<const char*, const char*> names[] = {
+        {"input_column_pair", "in-cols"}, {"down_column", "down"},       {"neuron_bundle", "bundle"},
+        {"up_down_bundle", "up+down"},    {"gate_row", "gate"},          {"up_row", "up"},
+        {"up_column", "up-cols"},         {"gate_column", "gate-cols"},
+    };
+    for (const auto& [k, v] : names)
+        if (kind == k) return QString::fromLatin1(v);
+    return QString::fromStdString(kind);
+}
+
+QString CacheMapView::rowLabel(int stream) const {
+    if (!m_series) return {};
+    const int groups = std::max(1, m_series->n_groups);
+    const int g = stream % groups;
+    QString label = QStringLiteral("L%1").arg(stream / groups);
+    if (groups > 1)
+        label += QLatin1Char(' ') + (g < static_cast<int>(m_series->group_names.size())
+                                         ? groupShortName(m_series->group_names[static_cast<size_t>(g)])
+                                         : QStringLiteral("g%1").arg(g));
+    return label;
+}
+
+int CacheMapView::labelMargin() const {
+    // Wide enough for the longest row label ("L31 in-cols"), so every row can be named.
+    int w = fontMetrics().horizontalAdvance(QStringLiteral("L00"));
+    const int R = rows();
+    for (int r = 0; r < std::min(R, 64); ++r) w = std::max(w, fontMetrics().horizontalAdvance(rowLabel(r)));
+    return w + 8;
+}
 
 CacheMapView::CacheMapView(QWidget* parent) : QWidget(parent) {
     setMouseTracking(true);
@@ -56,7 +86,7 @@ QString CacheMapView::stateName(slot_state s) {
         case slot_state::evicted: return tr("evicted");
         case slot_state::pinned: return tr("pinned");
     }
-    return tr("no slot");
+    return tr("no unit");
 }
 
 void CacheMapView::setFrame(std::shared_ptr<const cache_snapshot_series> series, int index) {
@@ -76,7 +106,7 @@ int CacheMapView::columns() const {
     return static_cast<int>(std::min<size_t>(c, 1u << 24));
 }
 
-QRect CacheMapView::mapRect() const { return rect().adjusted(label_margin, 2, -2, -2); }
+QRect CacheMapView::mapRect() const { return rect().adjusted(labelMargin(), 2, -2, -2); }
 
 QImage CacheMapView::render(QSize size) const {
     const int w = std::max(1, size.width()), h = std::max(1, size.height());
@@ -139,16 +169,27 @@ void CacheMapView::paintEvent(QPaintEvent*) {
         return;
     }
     p.drawImage(r.topLeft(), render(r.size()));
-    // Layer labels on the left, as many as fit.
+    // Row labels on the left: every row ("L0 in-cols", "L0 down") when they fit, else the layers' first
+    // rows, as many as fit.
     const int R = rows(), groups = std::max(1, m_series->n_groups);
-    const int layers = (R + groups - 1) / groups;
     const int line = fontMetrics().height();
-    const double per_layer = static_cast<double>(r.height()) * groups / R;
-    const int step = std::max(1, static_cast<int>(std::ceil(line / std::max(per_layer, 1e-3))));
+    const double per_row = static_cast<double>(r.height()) / R;
+    const int margin = r.left();
+    const int step = per_row >= line ? 1 : groups * std::max(1, static_cast<int>(std::ceil(line / std::max(per_row * groups, 1e-3))));
     p.setPen(palette().color(QPalette::WindowText));
-    for (int l = 0; l < layers; l += step) {
-        const int y = r.top() + static_cast<int>(l * per_layer);
-        p.drawText(QRect(0, y, label_margin - 4, line), Qt::AlignRight | Qt::AlignTop, QStringLiteral("L%1").arg(l));
+    for (int row = 0; row < R; row += step) {
+        const int y0 = r.top() + static_cast<int>(row * per_row);
+        const int h = std::max(line, static_cast<int>(per_row));
+        p.drawText(QRect(0, y0, margin - 4, h), Qt::AlignRight | (per_row >= line ? Qt::AlignVCenter : Qt::AlignTop),
+                   rowLabel(row));
+    }
+    // Layer boundaries: a gap in the window colour, when the rows are tall enough to spare a pixel.
+    if (groups > 1 && per_row * groups >= 8) {
+        p.setPen(palette().color(QPalette::Window));
+        for (int l = groups; l < R; l += groups) {
+            const int y = r.top() + static_cast<int>(l * per_row);
+            p.drawLine(r.left(), y, r.right(), y);
+        }
     }
 }
 
@@ -169,7 +210,9 @@ void CacheMapView::mouseMoveEvent(QMouseEvent* e) {
                               : QStringLiteral("group %1").arg(g);
     const int state = static_cast<size_t>(unit) < s.size() ? s[static_cast<size_t>(unit)] : no_slot;
     QString text = tr("layer %1 · %2 · unit %3: %4").arg(stream / groups).arg(group).arg(unit)
-                       .arg(rank(static_cast<uint8_t>(state)) < 0 ? tr("no slot") : stateName(static_cast<slot_state>(state)));
+                       .arg(rank(static_cast<uint8_t>(state)) < 0
+                                ? tr("no such unit (this group has %1 units per layer)").arg(s.size())
+                                : stateName(static_cast<slot_state>(state)));
     if (stream < static_cast<int>(m_series->capacity.size()))
         text += tr("\ncapacity %1 units").arg(m_series->capacity[static_cast<size_t>(stream)]);
     QToolTip::showText(e->globalPosition().toPoint(), text, this);

@@ -14,6 +14,7 @@
 #include <QSignalBlocker>
 #include <QSlider>
 #include <QSpinBox>
+#include <QResizeEvent>
 #include <QSplitter>
 #include <QValueAxis>
 #include <QVBoxLayout>
@@ -51,8 +52,11 @@ CachePanel::CachePanel(QWidget* parent) : QWidget(parent) {
     for (slot_state s : {slot_state::empty, slot_state::resident, slot_state::hit, slot_state::loaded, slot_state::evicted,
                          slot_state::pinned})
         sw.push_back({CacheMapView::stateColor(s), CacheMapView::stateName(s), {}});
-    sw.push_back({CacheMapView::noSlotColor(), tr("no slot"), {}});
+    sw.push_back({CacheMapView::noSlotColor(), tr("no unit (shorter group)"), {}});
     m_legend->setSwatches(sw);
+    m_legend->setToolTip(tr("Each row is one unit group of a layer and each cell one unit of it. A group with fewer "
+                            "units than the widest (DIP: one gate/up input-column pair per model dimension, one down "
+                            "column per hidden neuron) ends early: black = no such unit, not a free cache slot."));
 
     m_slider = new QSlider(Qt::Horizontal, this);
     m_slider->setRange(0, 0);
@@ -71,6 +75,7 @@ CachePanel::CachePanel(QWidget* parent) : QWidget(parent) {
     m_hitY->setRange(0, 100);
     m_hitY->setTitleText(tr("hit rate %"));
     m_hitY->setLabelFormat("%d");
+    m_hitY->setTickCount(5);
     m_hitChart = make_chart(tr("Cache hit rate per token"), m_hit, m_hitCursor, m_hitX, m_hitY);
     m_flash = new QLineSeries;
     m_flashCursor = new QLineSeries;
@@ -86,18 +91,27 @@ CachePanel::CachePanel(QWidget* parent) : QWidget(parent) {
     auto* charts = new QWidget(this);
     auto* chartsLayout = new QHBoxLayout(charts);
     chartsLayout->setContentsMargins(0, 0, 0, 0);
-    chartsLayout->addWidget(new QChartView(m_hitChart, charts));
-    chartsLayout->addWidget(new QChartView(m_flashChart, charts));
+    for (QChart* c : {m_hitChart, m_flashChart}) {
+        auto* v = new QChartView(c, charts);
+        v->setRenderHint(QPainter::Antialiasing);
+        // Qt Charts elides every axis label to "…" when a chart is squeezed; below this the panel scrolls.
+        v->setMinimumSize(240, 200);
+        c->setMargins(QMargins(2, 2, 2, 2));
+        chartsLayout->addWidget(v);
+    }
     auto* top = new QWidget(this);
     auto* topLayout = new QVBoxLayout(top);
     topLayout->setContentsMargins(0, 0, 0, 0);
     topLayout->addWidget(m_map, 1);
     topLayout->addWidget(m_legend);
-    auto* splitter = new QSplitter(Qt::Vertical, this);
+    auto* splitter = m_splitter = new QSplitter(Qt::Vertical, this);
+    connect(splitter, &QSplitter::splitterMoved, this, [this] { m_userSplit = true; });
     splitter->addWidget(top);
     splitter->addWidget(charts);
     splitter->setStretchFactor(0, 3);
     splitter->setStretchFactor(1, 2);
+    splitter->setChildrenCollapsible(false);
+    m_map->setMinimumHeight(160);
     auto* layout = new QVBoxLayout(this);
     layout->addLayout(controls);
     layout->addWidget(m_info);
@@ -174,9 +188,13 @@ void CachePanel::rebuildCharts() {
     m_hit->replace(hit);
     m_flash->replace(flash);
     if (x1 <= x0) x1 = x0 + 1;
-    m_hitX->setRange(x0, x1);
-    m_flashX->setRange(x0, x1);
+    // Round tick values: token numbers on x, whole KB/MB steps on y.
+    for (QValueAxis* x : {m_hitX, m_flashX}) {
+        x->setRange(x0, x1);
+        x->applyNiceNumbers();
+    }
     m_flashY->setRange(0, std::max(1.0, max_bytes / m_flashScale * 1.05));
+    m_flashY->applyNiceNumbers();
     m_flashY->setTitleText(tr("flash %1").arg(QLatin1String(unit)));
 }
 
@@ -202,6 +220,13 @@ void CachePanel::showFrame(int index) {
                         .arg(100.0 * (std::isfinite(f.hit_rate) ? f.hit_rate : 0.0), 0, 'f', 1)
                         .arg(QLocale().toString(static_cast<qulonglong>(f.flash_bytes))));
     emit frameChanged(index);
+}
+
+void CachePanel::resizeEvent(QResizeEvent* e) {
+    QWidget::resizeEvent(e);
+    // A QSplitter keeps the sizes of its first layout (often a small, not yet shown dock) and spreads
+    // later growth unevenly; proportional weights give the same split at any dock size.
+    if (!m_userSplit && m_splitter) m_splitter->setSizes({3000, 2000});
 }
 
 }  // namespace sl::views

@@ -8,8 +8,32 @@
 
 namespace sl::views {
 
+namespace {
+
+constexpr int legend_margin = 6;
+
+// Swatch i starts at x[i] on row r[i]: swatches wrap onto further rows when `width` is too narrow.
+int swatch_rows(const QVector<ColorLegend::Swatch>& sw, const QFontMetrics& fm, int width,
+                QVector<QPoint>* at = nullptr) {
+    int x = legend_margin, row = 0;
+    for (const ColorLegend::Swatch& s : sw) {
+        const int w = 16 + fm.horizontalAdvance(s.label);
+        if (x > legend_margin && x + w > width - legend_margin) {
+            ++row;
+            x = legend_margin;
+        }
+        if (at) at->push_back(QPoint(x, row));
+        x += w + 14;
+    }
+    return sw.isEmpty() ? 0 : row + 1;
+}
+
+}  // namespace
+
 ColorLegend::ColorLegend(QWidget* parent) : QWidget(parent) {
-    setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Fixed);
+    QSizePolicy p(QSizePolicy::Expanding, QSizePolicy::Fixed);
+    p.setHeightForWidth(true);
+    setSizePolicy(p);
 }
 
 void ColorLegend::setGradient(colormap cmap, float lo, float hi, bool log, const QString& title) {
@@ -34,13 +58,15 @@ void ColorLegend::setSwatches(QVector<Swatch> swatches) {
     update();
 }
 
-QSize ColorLegend::sizeHint() const {
+int ColorLegend::heightForWidth(int w) const {
     const int line = fontMetrics().height();
     int h = 4;
     if (hasGradient()) h += line + 12 + line + 4;
-    if (!m_swatches.isEmpty()) h += line + 6;
-    return {320, h};
+    if (!m_swatches.isEmpty()) h += swatch_rows(m_swatches, fontMetrics(), w) * (line + 2) + 4;
+    return h;
 }
+
+QSize ColorLegend::sizeHint() const { return {320, heightForWidth(width() > 1 ? width() : 320)}; }
 
 QSize ColorLegend::minimumSizeHint() const { return {120, sizeHint().height()}; }
 
@@ -88,9 +114,13 @@ void ColorLegend::paintEvent(QPaintEvent*) {
         }
         y += line + 4;
     }
-    int x = margin;
-    for (const Swatch& s : m_swatches) {
-        const QRect box(x, y + (line - 12) / 2 + 3, 12, 12);
+    QVector<QPoint> at;
+    swatch_rows(m_swatches, fm, width(), &at);
+    for (qsizetype i = 0; i < m_swatches.size(); ++i) {
+        const Swatch& s = m_swatches[i];
+        int x = at[i].x();
+        const int ry = y + at[i].y() * (line + 2);
+        const QRect box(x, ry + (line - 12) / 2 + 3, 12, 12);
         p.fillRect(box, s.color);
         if (s.hatch.isValid()) {
             p.save();
@@ -102,8 +132,7 @@ void ColorLegend::paintEvent(QPaintEvent*) {
         p.setPen(palette().color(QPalette::WindowText));
         p.drawRect(box.adjusted(0, 0, -1, -1));
         x += 16;
-        p.drawText(QPoint(x, y + 3 + fm.ascent()), s.label);
-        x += fm.horizontalAdvance(s.label) + 14;
+        p.drawText(QPoint(x, ry + 3 + fm.ascent()), s.label);
     }
 }
 

@@ -197,6 +197,9 @@ result<sim::sim_params> engine::sim_params_for(const device_settings& d) const {
     if (d.dram_bytes > 0) p.device.dram_bytes = d.dram_bytes;
     if (d.dram_bandwidth > 0) p.device.dram_bandwidth = d.dram_bandwidth;
     if (d.flash_bandwidth > 0) p.device.flash_bandwidth = d.flash_bandwidth;
+    if (d.flash_page_bytes > (int64_t{1} << 30))
+        return error{"device: a flash read unit of " + std::to_string(d.flash_page_bytes) + " bytes is larger than 1 GiB"};
+    if (d.flash_page_bytes >= 0) p.device.flash_page_bytes = static_cast<uint32_t>(d.flash_page_bytes);
     if (auto v = sim::device_validate(p.device, p.device.name); !v) return v.err();
     if (d.bits < 1 || d.bits > 32) return error{"device: " + std::to_string(d.bits) + " bits per weight is out of range"};
     p.quant = sim::quant_default(d.bits);

@@ -14,10 +14,35 @@
 namespace sl::views {
 
 void HeatmapCanvas::drawOverlay() {
-    ImGui::SetNextWindowPos(ImVec2(8, 8), ImGuiCond_Once);
-    ImGui::SetNextWindowCollapsed(true, ImGuiCond_Once);
+    // Closed, the overlay is one small "View" button in the bottom-right corner: the top rows are the
+    // prompt, which the old title bar at the top-left covered. Open, the controls sit just above it.
+    const ImGuiIO& io0 = ImGui::GetIO();
+    const ImVec2 corner(io0.DisplaySize.x - 6.0f, io0.DisplaySize.y - 6.0f);
+    const ImGuiWindowFlags fixed = ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_AlwaysAutoResize |
+                                   ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoCollapse;
+    ImGui::SetNextWindowPos(corner, ImGuiCond_Always, ImVec2(1.0f, 1.0f));
     ImGui::SetNextWindowBgAlpha(0.85f);
-    if (ImGui::Begin("View", nullptr, ImGuiWindowFlags_AlwaysAutoResize | ImGuiWindowFlags_NoSavedSettings)) {
+    ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(3, 3));
+    float buttonHeight = 0;
+    if (ImGui::Begin("##view-toggle", nullptr, fixed | ImGuiWindowFlags_NoTitleBar | ImGuiWindowFlags_NoScrollbar)) {
+        if (ImGui::ArrowButton("##view-arrow", m_overlayOpen ? ImGuiDir_Down : ImGuiDir_Up)) m_overlayOpen = !m_overlayOpen;
+        ImGui::SameLine(0, 3);
+        if (ImGui::Button("View")) m_overlayOpen = !m_overlayOpen;
+        if (ImGui::IsItemHovered()) ImGui::SetTooltip("colour map, scale and zoom (H hides)");
+        buttonHeight = ImGui::GetWindowHeight();
+        const ImVec2 at = ImGui::GetWindowPos(), size = ImGui::GetWindowSize();
+        m_overlayButton = QRect(static_cast<int>(at.x), static_cast<int>(at.y), static_cast<int>(size.x),
+                                static_cast<int>(size.y));
+    }
+    ImGui::End();
+    ImGui::PopStyleVar();
+
+    const bool open = m_overlayOpen;  // Begin() may clear m_overlayOpen (its close button)
+    if (open) {
+        ImGui::SetNextWindowPos(ImVec2(corner.x, corner.y - buttonHeight - 4.0f), ImGuiCond_Always, ImVec2(1.0f, 1.0f));
+        ImGui::SetNextWindowBgAlpha(0.9f);
+    }
+    if (open && ImGui::Begin("View", &m_overlayOpen, fixed)) {
         int cm = static_cast<int>(m_cmap);
         const char* names[colormap_count];
         for (int i = 0; i < colormap_count; ++i) names[i] = colormap_name(static_cast<colormap>(i)).data();
@@ -51,7 +76,7 @@ void HeatmapCanvas::drawOverlay() {
             ImGui::Text("%.3g x %.3g px per cell, %d x %d", m_scale.x(), m_scale.y(), m_snap->n_tokens, m_snap->width);
         ImGui::TextDisabled("wheel: zoom (shift: rows, ctrl: columns), drag: pan");
     }
-    ImGui::End();
+    if (open) ImGui::End();
 
     const ImGuiIO& io = ImGui::GetIO();
     if (m_hover && !io.WantCaptureMouse && !m_dragging) {

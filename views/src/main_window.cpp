@@ -85,15 +85,23 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), m_controller(std:
     m_cancel->hide();
 
     buildMenus();
-    addDockPanel(m_model, tr("Model"), Qt::LeftDockWidgetArea, QStringLiteral("dock.model"));
-    addDockPanel(m_tuning, tr("Tuning"), Qt::LeftDockWidgetArea, QStringLiteral("dock.tuning"));
-    addDockPanel(m_prompt, tr("Prompt & output"), Qt::BottomDockWidgetArea, QStringLiteral("dock.prompt"));
+    // The left column runs down to the status bar (the bottom docks sit under the centre and the right
+    // side only), and Model shares it as a tab with Tuning: the Tuning readouts are the numbers a user
+    // watches while moving its knobs, so they must not end below the window's edge.
+    setCorner(Qt::BottomLeftCorner, Qt::LeftDockWidgetArea);
+    setCorner(Qt::TopLeftCorner, Qt::LeftDockWidgetArea);
+    QDockWidget* modelDock = addDockPanel(m_model, tr("Model"), Qt::LeftDockWidgetArea, QStringLiteral("dock.model"));
+    QDockWidget* tuningDock = addDockPanel(m_tuning, tr("Tuning"), Qt::LeftDockWidgetArea, QStringLiteral("dock.tuning"));
+    tabifyDockWidget(modelDock, tuningDock);
+    tuningDock->raise();
+    // "and", not "&": tab labels of tabified docks treat '&' as a mnemonic marker.
+    addDockPanel(m_prompt, tr("Prompt and output"), Qt::BottomDockWidgetArea, QStringLiteral("dock.prompt"));
     // Neurons and Cache share the right side as tabs: both are chart-heavy, and a hidden chart does
     // not repaint when a generation delivers new statistics.
     m_neuronsDock = addDockPanel(m_neurons, tr("Neurons"), Qt::RightDockWidgetArea, QStringLiteral("dock.neurons"));
     m_cacheDock = addDockPanel(m_cache, tr("Cache"), Qt::RightDockWidgetArea, QStringLiteral("dock.cache"));
     tabifyDockWidget(m_neuronsDock, m_cacheDock);
-    // Trade-offs joins the chart tabs; Session sits behind Prompt & output (both wide tables / text).
+    // Trade-offs joins the chart tabs; Session sits behind Prompt and output (both wide tables / text).
     m_tradeoffsDock = addDockPanel(m_tradeoffs, tr("Trade-offs"), Qt::RightDockWidgetArea, QStringLiteral("dock.tradeoffs"));
     tabifyDockWidget(m_cacheDock, m_tradeoffsDock);
     m_neuronsDock->raise();
@@ -404,15 +412,34 @@ void MainWindow::closeEvent(QCloseEvent* e) {
     QMainWindow::closeEvent(e);
 }
 
+void MainWindow::applyDefaultDockSizes() {
+    QList<QDockWidget*> left, right, bottom;
+    for (QDockWidget* d : findChildren<QDockWidget*>()) {
+        if (d->isFloating() || !d->isVisible()) continue;
+        switch (dockWidgetArea(d)) {
+            case Qt::LeftDockWidgetArea: left << d; break;
+            case Qt::RightDockWidgetArea: right << d; break;
+            case Qt::BottomDockWidgetArea: bottom << d; break;
+            default: break;
+        }
+    }
+    const int w = width(), h = height();
+    if (!left.isEmpty()) resizeDocks({left.front()}, {w * 25 / 100}, Qt::Horizontal);
+    if (!right.isEmpty()) resizeDocks({right.front()}, {w * 36 / 100}, Qt::Horizontal);
+    if (!bottom.isEmpty()) resizeDocks({bottom.front()}, {h * 26 / 100}, Qt::Vertical);
+}
+
 void MainWindow::showEvent(QShowEvent* e) {
     // Restored on first show, when every panel (later ones too) has its dock.
+    bool sized = true;
     if (!m_restored) {
         m_restored = true;
         QSettings s;
         restoreGeometry(s.value(QStringLiteral("window/geometry")).toByteArray());
-        restoreState(s.value(QStringLiteral("window/state")).toByteArray());
+        sized = restoreState(s.value(QStringLiteral("window/state")).toByteArray());
     }
     QMainWindow::showEvent(e);
+    if (!sized) applyDefaultDockSizes();
 }
 
 void MainWindow::dragEnterEvent(QDragEnterEvent* e) {

@@ -14,21 +14,48 @@
 #include <QLabel>
 #include <QLineSeries>
 #include <QLogValueAxis>
+#include <QPainter>
 #include <QSignalBlocker>
 #include <QSlider>
+#include <QResizeEvent>
 #include <QSplitter>
 #include <QValueAxis>
 #include <QVBoxLayout>
 
 namespace sl::views {
+namespace {
+
+// One line, elided at the right when the dock is narrow, the whole text in its tooltip. Not a wrapped
+// QLabel: a word-wrapped label gives the panel a height-for-width, and the dock's scroll area then sizes
+// the panel to its preferred height (full-size charts) and scrolls instead of shrinking the charts.
+class ElidedLabel : public QLabel {
+public:
+    using QLabel::QLabel;
+    QSize minimumSizeHint() const override { return {16, QLabel::minimumSizeHint().height()}; }
+    QSize sizeHint() const override { return {16, QLabel::sizeHint().height()}; }
+
+protected:
+    void paintEvent(QPaintEvent*) override {
+        QPainter p(this);
+        const QRect r = contentsRect();
+        const QString shown = fontMetrics().elidedText(text(), Qt::ElideRight, r.width());
+        setToolTip(shown == text() ? QString() : text());
+        p.setPen(palette().color(QPalette::WindowText));
+        p.drawText(r, Qt::AlignLeft | Qt::AlignVCenter, shown);
+    }
+};
+
+}  // namespace
 
 NeuronsPanel::NeuronsPanel(QWidget* parent) : QWidget(parent) {
     m_layer = new QComboBox(this);
     m_slider = new QSlider(Qt::Horizontal, this);
     m_slider->setRange(0, 1000);  // 0.1% steps
     m_slider->setValue(100);
-    m_readout = new QLabel(this);
-    m_engineShares = new QLabel(this);
+    // Elided, so a long readout never forces a horizontal scroll bar on a narrow dock.
+    m_readout = new ElidedLabel(this);
+    m_engineShares = new ElidedLabel(this);
+    m_sharesDetail = new ElidedLabel(this);
 
     m_importance = new QLineSeries;
     m_importance->setName(tr("heavy-hitter norm (sorted)"));
@@ -39,12 +66,12 @@ NeuronsPanel::NeuronsPanel(QWidget* parent) : QWidget(parent) {
     m_cursor->setName(tr("top x%"));
     m_cursor->setPen(QPen(QColor(40, 150, 60), 1.5));
     m_impChart = new QChart;
-    m_impChart->setTitle(tr("Neuron importance"));
+    m_impChart->setTitle(tr("Neuron importance ‖σ(XU_j)‖·‖V_j‖, sorted"));
     m_rankAxis = new QValueAxis;
     m_rankAxis->setTitleText(tr("neuron rank"));
     m_rankAxis->setLabelFormat("%d");
     m_impAxis = new QLogValueAxis;
-    m_impAxis->setTitleText(tr("‖σ(XU_j)‖·‖V_j‖"));
+    m_impAxis->setTitleText(tr("norm (log)"));
     m_impAxis->setLabelFormat("%.3g");
     m_impAxis->setBase(10);
     m_impChart->addAxis(m_rankAxis, Qt::AlignBottom);
@@ -62,19 +89,24 @@ NeuronsPanel::NeuronsPanel(QWidget* parent) : QWidget(parent) {
     m_flockSeries = new QBarSeries;
     m_flockSeries->append(m_flockSet);
     m_flockChart = new QChart;
-    m_flockChart->setTitle(tr("Flocking per layer (GRIFFIN)"));
+    m_flockChart->setTitle(tr("Flocking per layer (GRIFFIN): Jaccard of the prompt's and the generation's top-k"));
     m_flockChart->addSeries(m_flockSeries);
     m_flockLayers = new QBarCategoryAxis;
     m_flockLayers->setTitleText(tr("layer"));
     m_flockAxis = new QValueAxis;
     m_flockAxis->setRange(0, 1);
-    m_flockAxis->setLabelFormat("%.1f");
+    m_flockAxis->setTickCount(5);  // 0, 0.25, 0.5, 0.75, 1
+    m_flockAxis->setLabelFormat("%.2f");
+    m_flockAxis->setTitleText(tr("Jaccard"));
     m_flockChart->addAxis(m_flockLayers, Qt::AlignBottom);
     m_flockChart->addAxis(m_flockAxis, Qt::AlignLeft);
     m_flockSeries->attachAxis(m_flockLayers);
     m_flockSeries->attachAxis(m_flockAxis);
-    m_flockChart->legend()->setVisible(true);
+    m_flockChart->legend()->setVisible(false);  // one series, named in the title: its height goes to the bars
     auto* flockView = new QChartView(m_flockChart, this);
+    // Below these heights Qt Charts elides every axis label to "…": in a short dock the panel scrolls.
+    impView->setMinimumHeight(230);
+    flockView->setMinimumHeight(180);
 
     auto* top = new QHBoxLayout;
     top->addWidget(new QLabel(tr("Layer"), this));
@@ -82,7 +114,8 @@ NeuronsPanel::NeuronsPanel(QWidget* parent) : QWidget(parent) {
     top->addSpacing(12);
     top->addWidget(new QLabel(tr("top"), this));
     top->addWidget(m_slider, 1);
-    auto* splitter = new QSplitter(Qt::Vertical, this);
+    auto* splitter = m_splitter = new QSplitter(Qt::Vertical, this);
+    connect(splitter, &QSplitter::splitterMoved, this, [this] { m_userSplit = true; });
     splitter->addWidget(impView);
     splitter->addWidget(flockView);
     splitter->setStretchFactor(0, 3);
@@ -91,6 +124,7 @@ NeuronsPanel::NeuronsPanel(QWidget* parent) : QWidget(parent) {
     layout->addLayout(top);
     layout->addWidget(m_readout);
     layout->addWidget(m_engineShares);
+    layout->addWidget(m_sharesDetail);
     layout->addWidget(splitter, 1);
 
     connect(m_layer, &QComboBox::currentIndexChanged, this, [this](int i) {
@@ -166,22 +200,36 @@ void NeuronsPanel::rebuildLayer() {
     m_importance->replace(pts);
     const double n = s ? static_cast<double>(s->importance_sorted.size()) : 0.0;
     m_rankAxis->setRange(0, std::max(1.0, n));
-    m_impAxis->setRange(m_yMin * 0.8, m_yMax * 1.25);
+    // A log axis labels only the powers of its base inside its range: with the data inside one decade a
+    // base-10 axis would show no label at all. Less than ~1.5 decades: base 2 (…, 0.25, 0.5, 1, 2, …);
+    // the range always runs from one labelled power to another.
+    const double decades = std::log10(m_yMax / m_yMin);
+    const double base = decades < 1.5 ? 2.0 : 10.0;
+    const double lb = std::log(base);
+    m_axisLo = std::pow(base, std::floor(std::log(m_yMin) / lb + 1e-9));
+    m_axisHi = std::pow(base, std::ceil(std::log(m_yMax) / lb - 1e-9));
+    if (!(m_axisHi > m_axisLo)) m_axisHi = m_axisLo * base;
+    m_impAxis->setBase(base);
+    m_impAxis->setLabelFormat(m_axisLo >= 1 ? "%.0f" : "%g");
+    m_impAxis->setRange(m_axisLo, m_axisHi);
+    m_impAxis->setMinorTickCount(base == 10.0 ? 8 : 0);
     m_split->clear();
     if (s && s->ffsplit_split > 0 && s->ffsplit_split <= static_cast<int32_t>(n)) {
         const double x = s->ffsplit_split + 0.5;  // between the last heavy and the first light neuron
-        m_split->append(x, m_yMin * 0.8);
-        m_split->append(x, m_yMax * 1.25);
+        m_split->append(x, m_axisLo);
+        m_split->append(x, m_axisHi);
     }
     if (s) {
-        m_engineShares->setText(tr("FFSplit keeps %1 heavy neurons exact (%2%) · top 1%: %3% · top 10%: %4% of the norm · flocking Jaccard %5")
+        m_engineShares->setText(tr("FFSplit keeps %1 heavy neurons exact (%2%) · flocking Jaccard %3")
                                     .arg(s->ffsplit_split)
                                     .arg(n > 0 ? 100.0 * s->ffsplit_split / n : 0.0, 0, 'f', 1)
-                                    .arg(100.0 * s->top_share_1, 0, 'f', 1)
-                                    .arg(100.0 * s->top_share_10, 0, 'f', 1)
                                     .arg(static_cast<double>(s->flock_jaccard), 0, 'f', 2));
+        m_sharesDetail->setText(tr("Top 1% of neurons: %1% of the norm · top 10%: %2%")
+                                    .arg(100.0 * s->top_share_1, 0, 'f', 1)
+                                    .arg(100.0 * s->top_share_10, 0, 'f', 1));
     } else {
         m_engineShares->setText(m_stats ? tr("No statistics for this layer") : tr("No neuron statistics yet: run a prompt"));
+        m_sharesDetail->clear();
     }
     if (m_flockSet->count() > 0) {
         m_flockSet->deselectAllBars();
@@ -213,13 +261,20 @@ void NeuronsPanel::updateCursor() {
         return;
     }
     const size_t k = std::min(n, static_cast<size_t>(std::lround(pct / 100.0 * static_cast<double>(n))));
-    m_cursor->append(k + 0.5, m_yMin * 0.8);
-    m_cursor->append(k + 0.5, m_yMax * 1.25);
+    m_cursor->append(k + 0.5, m_axisLo);
+    m_cursor->append(k + 0.5, m_axisHi);
     m_readout->setText(tr("Top %1% of neurons (%2 of %3) hold %4% of the total heavy-hitter norm")
                            .arg(pct, 0, 'f', 1)
                            .arg(k)
                            .arg(n)
                            .arg(100.0 * shareOfTop(pct), 0, 'f', 1));
+}
+
+void NeuronsPanel::resizeEvent(QResizeEvent* e) {
+    QWidget::resizeEvent(e);
+    // A QSplitter keeps the sizes of its first layout (often a small, not yet shown dock) and spreads
+    // later growth unevenly; proportional weights give the same split at any dock size.
+    if (!m_userSplit && m_splitter) m_splitter->setSizes({3000, 2000});
 }
 
 }  // namespace sl::views

@@ -93,10 +93,18 @@ PromptPanel::PromptPanel(QWidget* parent) : QWidget(parent) {
     m_examples = new QComboBox(this);
     m_examples->addItems(EngineController::defaultPrompts());
     m_examples->setToolTip(tr("Example prompts (assets/prompts/default.txt): pick one to put it in the editor"));
+    m_examples->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);  // long prompts: no wide dock
+    m_examples->setMinimumContentsLength(18);
     m_prompt = new QPlainTextEdit(this);
     m_prompt->setPlainText(m_examples->itemText(0));
     m_prompt->setToolTip(tr("Prompt text; the model continues it (Ctrl+Return generates)"));
-    m_prompt->setMaximumHeight(70);
+    {
+        // At most three lines (it scrolls beyond): the output below gets the rest of the dock.
+        const int frame = 2 * m_prompt->frameWidth() + static_cast<int>(2 * m_prompt->document()->documentMargin());
+        m_prompt->setMaximumHeight(3 * m_prompt->fontMetrics().lineSpacing() + frame);
+        m_prompt->setMinimumHeight(m_prompt->fontMetrics().lineSpacing() + frame);
+        m_prompt->setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Maximum);
+    }
     m_prompt->setTabChangesFocus(true);
 
     m_steps = new QSpinBox(this);
@@ -123,6 +131,8 @@ PromptPanel::PromptPanel(QWidget* parent) : QWidget(parent) {
                           "text shows the effect of the method"));
 
     auto* controls = new QHBoxLayout;
+    controls->addWidget(m_examples, 1);  // beside the sampling controls: one row less above the output
+    controls->addSpacing(8);
     auto* form = new QFormLayout;
     form->addRow(tr("Steps"), m_steps);
     auto* form2 = new QFormLayout;
@@ -132,7 +142,7 @@ PromptPanel::PromptPanel(QWidget* parent) : QWidget(parent) {
     controls->addLayout(form);
     controls->addLayout(form2);
     controls->addLayout(form3);
-    controls->addStretch(1);
+    controls->addSpacing(8);
     controls->addWidget(m_generate);
     controls->addWidget(m_stop);
 
@@ -164,10 +174,12 @@ PromptPanel::PromptPanel(QWidget* parent) : QWidget(parent) {
     m_stats->setToolTip(tr("Measured decode speed on this CPU and the simulated device's speed and cache hit rate"));
     m_stats->setTextInteractionFlags(Qt::TextSelectableByMouse);
 
+    m_output->setMinimumHeight(3 * m_output->fontMetrics().lineSpacing());
     auto* v = new QVBoxLayout(this);
-    v->addWidget(m_examples);
-    v->addWidget(m_prompt);
+    v->setContentsMargins(6, 4, 6, 4);
+    v->setSpacing(4);
     v->addLayout(controls);
+    v->addWidget(m_prompt);
     v->addLayout(colour);
     v->addWidget(m_output, 1);
     v->addWidget(m_stats);

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <QDateTime>
+
 #include "sparselens/sessions/run_convert.h"
 
 namespace sl::views {
@@ -90,11 +92,18 @@ QVariant RunsTableModel::data(const QModelIndex& index, int role) const {
         return QVariant::fromValue(text ? Qt::AlignLeft | Qt::AlignVCenter : Qt::AlignRight | Qt::AlignVCenter);
     }
     if (role == Qt::ToolTipRole && index.column() == ColLabel) return QString::fromStdString(r.label);
+    if (role == Qt::ToolTipRole && index.column() == ColCreated) return QString::fromStdString(r.created);
     if (role != Qt::DisplayRole && role != SortRole) return {};
     const bool sort = role == SortRole;
     switch (index.column()) {
     case ColId: return sort ? QVariant::fromValue<qint64>(r.id) : QVariant(QString::number(r.id));
-    case ColCreated: return QString::fromStdString(r.created);
+    case ColCreated: {
+        // Shown in local time to the minute; sorted by (and the tooltip gives) the stored UTC ISO string.
+        const QString iso = QString::fromStdString(r.created);
+        if (sort) return iso;
+        const QDateTime t = QDateTime::fromString(iso, Qt::ISODate);
+        return t.isValid() ? t.toLocalTime().toString(QStringLiteral("yyyy-MM-dd HH:mm")) : iso;
+    }
     case ColMethod: return QString::fromStdString(r.method);
     case ColDensity: {
         const double d = m_density[static_cast<size_t>(index.row())];
@@ -126,7 +135,7 @@ QVariant RunsTableModel::headerData(int section, Qt::Orientation orientation, in
                                                    "KLD", "Top-1 %", "MLP dens.", "CPU tok/s", "Sim tok/s",
                                                    "Hit rate", "Device", "Label"};
     static const char* const tips[ColumnCount] = {
-        "Run id in the session", "When the run was recorded (UTC)", "Sparsity method",
+        "Run id in the session", "When the run was recorded (local time; the tooltip has the UTC time)", "Sparsity method",
         "Target MLP density the method was configured with", "Perplexity minus dense perplexity on the same windows",
         "Mean KL divergence from the dense model", "Share of tokens whose top-1 prediction matches dense",
         "MLP weights the kernels actually read", "Decode tokens/s measured on this CPU",

@@ -148,23 +148,16 @@ bool ScreenshotTour::showDock(QWidget* panel) {
 
 // Fixed dock sizes, so the screenshots do not depend on saved layouts or font metrics.
 void ScreenshotTour::layoutDocks() {
-    QList<QDockWidget*> left, right, bottom;
-    for (QDockWidget* d : m_w->findChildren<QDockWidget*>()) {
-        if (d->isFloating() || !d->isVisible()) continue;
-        switch (m_w->dockWidgetArea(d)) {
-            case Qt::LeftDockWidgetArea: left << d; break;
-            case Qt::RightDockWidgetArea: right << d; break;
-            case Qt::BottomDockWidgetArea: bottom << d; break;
-            default: break;
-        }
-    }
-    const int w = m_o.windowSize.width(), h = m_o.windowSize.height();
-    if (!left.isEmpty()) m_w->resizeDocks({left.front()}, {w * 25 / 100}, Qt::Horizontal);
-    if (!right.isEmpty()) m_w->resizeDocks({right.front()}, {w * 38 / 100}, Qt::Horizontal);
-    if (!bottom.isEmpty()) m_w->resizeDocks({bottom.front()}, {h * 24 / 100}, Qt::Vertical);
-    // Model over Tuning on the left: the model card scrolls, the Tuning readouts should show.
+    m_w->applyDefaultDockSizes();
+    const int h = m_o.windowSize.height();
+    QList<QDockWidget*> left;
+    for (QDockWidget* d : m_w->findChildren<QDockWidget*>())
+        if (!d->isFloating() && d->isVisible() && m_w->dockWidgetArea(d) == Qt::LeftDockWidgetArea) left << d;
+    // Model over Tuning on the left (a layout of the user's; by default they are tabs): the model card
+    // scrolls, the Tuning readouts should show.
     QDockWidget *model = dockOf(m_w->modelPanel()), *tuning = dockOf(m_w->tuningPanel());
-    if (model && tuning && left.contains(model) && left.contains(tuning))
+    if (model && tuning && left.contains(model) && left.contains(tuning) &&
+        !m_w->tabifiedDockWidgets(model).contains(tuning))
         m_w->resizeDocks({model, tuning}, {h * 16 / 100, h * 60 / 100}, Qt::Vertical);
     settle();
 }
@@ -280,6 +273,9 @@ bool ScreenshotTour::tourNeurons() {
         return false;
     n->setLayer(std::clamp(m_o.activationsLayer, 0, std::max(0, m_w->controller()->modelCard()->n_layers - 1)));
     n->setTopPercent(10);
+    // The whole window first, while every dock still has the layout it started with (floating a dock and
+    // restoring the state leaves its splitters where the floating size put them).
+    if (!save(m_w, QStringLiteral("window.png"))) return false;
     return saveDock(n, QStringLiteral("neurons.png"));
 }
 
@@ -308,7 +304,7 @@ bool ScreenshotTour::tourTuning() {
 bool ScreenshotTour::tourPrompt() {
     PromptPanel* p = m_w->promptPanel();
     if (!showDock(p)) {
-        m_notes << tr("prompt.png: the Prompt & output dock was not found");
+        m_notes << tr("prompt.png: the Prompt and output dock was not found");
         return true;
     }
     p->setColorBy(PromptPanel::ColorBy::Kld);
@@ -383,6 +379,9 @@ bool ScreenshotTour::run() {
     settle();
     m_w->resize(m_o.windowSize);  // after show: a restored geometry does not count here
 
+    // Byte-exact flash reads by default: the demo model's units are smaller than a flash page (see
+    // options::flashPageBytes). Set before loading, so the dense evaluation on load uses it too.
+    if (m_o.flashPageBytes >= 0) m_w->tuningPanel()->setFlashPage(m_o.flashPageBytes);
     step(tr("loading %1").arg(m_o.model));
     m_w->openModel(m_o.model, m_o.tokenizer);
     // Loading ends with the dense evaluation of the Tuning panel.
@@ -415,9 +414,13 @@ bool ScreenshotTour::run() {
     if (!selectLayer(m_o.activationsLayer)) return false;
 
     step(tr("grabbing the views"));
-    if (!tourActivations() || !tourTuning() || !tourPrompt() || !tourCache() || !tourNeurons()) return false;
-    // The whole window last among the core views: Neurons in front on the right, heatmap by heavy hitters.
-    if (!save(m_w, QStringLiteral("window.png"))) return false;
+    // The window is grabbed with Neurons in front on the right and the heatmap by heavy hitters (in
+    // tourNeurons, before any dock is floated; here when there is no Neurons dock).
+    if (!tourActivations() || !tourNeurons()) return false;
+    if (!m_written.contains(QDir(m_o.outDir).absoluteFilePath(QStringLiteral("window.png"))) &&
+        !save(m_w, QStringLiteral("window.png")))
+        return false;
+    if (!tourTuning() || !tourPrompt() || !tourCache()) return false;
     if (!tourSessionAndTradeoffs()) return false;
     return true;
 }

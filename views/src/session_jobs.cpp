@@ -28,6 +28,7 @@ device_settings device_settings_of(const sim::deploy_config& c) {
     d.dram_bytes = c.device.dram_bytes;
     d.dram_bandwidth = c.device.dram_bandwidth;
     d.flash_bandwidth = c.device.flash_bandwidth;
+    d.flash_page_bytes = c.device.flash_page_bytes;
     d.bits = c.bits;
     d.policy = sim::cache_policy_name(c.policy);
     return d;

@@ -331,6 +331,8 @@ void SessionPanel::refresh() {
     }
     const std::optional<int64_t> keep = selectedRunId();
     m_model->setRuns(std::move(runs));
+    // Every column as wide as its values and header (the label column takes the rest).
+    m_table->resizeColumnsToContents();
     updateMethodBox();
     updateHeader();
     if (keep) selectRun(*keep);

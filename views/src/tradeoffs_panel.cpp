@@ -14,6 +14,7 @@
 #include <QVBoxLayout>
 #include <QtCharts/QChart>
 #include <QtCharts/QChartView>
+#include <QtCharts/QLegend>
 #include <QtCharts/QLegendMarker>
 #include <QtCharts/QLineSeries>
 #include <QtCharts/QLogValueAxis>
@@ -64,7 +65,11 @@ TradeoffsPanel::TradeoffsPanel(QWidget* parent) : QWidget(parent) {
     m_yCombo = new QComboBox(this);
     m_yCombo->addItem(tr("ΔPPL"));
     m_yCombo->addItem(tr("KL divergence"));
-    m_logCheck = new QCheckBox(tr("Log scale"), this);
+    m_logCheck = new QCheckBox(tr("Log y"), this);
+    m_logCheck->setToolTip(tr("Logarithmic y axis (values at or below zero are drawn at a small floor)"));
+    m_logXCheck = new QCheckBox(tr("Log x"), this);
+    m_logXCheck->setToolTip(tr("Logarithmic x axis; on by default for a tok/s axis whose points span more than a "
+                               "decade (dense far from the sparse methods would squash them)"));
     m_status = new QLabel(this);
     m_status->setTextInteractionFlags(Qt::TextSelectableByMouse);
 
@@ -73,11 +78,14 @@ TradeoffsPanel::TradeoffsPanel(QWidget* parent) : QWidget(parent) {
     top->addWidget(m_xCombo);
     top->addWidget(new QLabel(tr("y:"), this));
     top->addWidget(m_yCombo);
+    top->addWidget(m_logXCheck);
     top->addWidget(m_logCheck);
     top->addStretch(1);
 
     auto* chart = new QChart;
     chart->legend()->setAlignment(Qt::AlignRight);
+    // Legend entries drawn like the points they stand for (rings, stars, hollow circles), not as boxes.
+    chart->legend()->setMarkerShape(QLegend::MarkerShapeFromSeries);
     chart->setMargins(QMargins(4, 4, 4, 4));
     m_view = new QChartView(chart, this);
     m_view->setRenderHint(QPainter::Antialiasing);
@@ -92,9 +100,13 @@ TradeoffsPanel::TradeoffsPanel(QWidget* parent) : QWidget(parent) {
         setAxes(static_cast<XAxis>(m_xCombo->currentIndex()), static_cast<YAxis>(m_yCombo->currentIndex()),
                 m_logCheck->isChecked());
     };
-    connect(m_xCombo, &QComboBox::currentIndexChanged, this, apply);
+    connect(m_xCombo, &QComboBox::currentIndexChanged, this, [this, apply] {
+        m_logXChoice = -1;  // a new x metric starts from the automatic choice
+        apply();
+    });
     connect(m_yCombo, &QComboBox::currentIndexChanged, this, apply);
     connect(m_logCheck, &QCheckBox::toggled, this, apply);
+    connect(m_logXCheck, &QCheckBox::toggled, this, [this](bool on) { setLogX(on); });
     rebuild();
 }
 
@@ -149,6 +161,11 @@ void TradeoffsPanel::setAxes(XAxis x, YAxis y, bool logY) {
     m_xCombo->setCurrentIndex(static_cast<int>(x));
     m_yCombo->setCurrentIndex(static_cast<int>(y));
     m_logCheck->setChecked(logY);
+    rebuild();
+}
+
+void TradeoffsPanel::setLogX(bool on) {
+    m_logXChoice = on ? 1 : 0;
     rebuild();
 }
 
@@ -357,37 +374,76 @@ void TradeoffsPanel::rebuild() {
             QColor(120, 80, 0));
     overlay(selected_pts, selected_refs, tr("selected"), QScatterSeries::MarkerShapeCircle, 19, Qt::transparent,
             QColor(220, 0, 0));
-    for (QLegendMarker* lm : c->legend()->markers())
-        if (qobject_cast<QLineSeries*>(lm->series())) lm->setVisible(false);  // fronts share their method's colour
+    for (QLegendMarker* lm : c->legend()->markers()) {
+        if (qobject_cast<QLineSeries*>(lm->series())) {
+            lm->setVisible(false);  // fronts share their method's colour
+            continue;
+        }
+        // Hollow markers (unsaved results, rings): the legend's own background would fill them white.
+        if (auto* sc = qobject_cast<QScatterSeries*>(lm->series()); sc && sc->color().alpha() == 0) {
+            lm->setBrush(Qt::NoBrush);
+            QPen pen = sc->pen();
+            pen.setWidthF(2.0);
+            lm->setPen(pen);
+        }
+    }
 
-    // Axes.
+    // Axes: round tick values, zero as the floor of non-negative data, log x when tok/s spans decades.
     if (!std::isfinite(xmin)) {
         xmin = 0, xmax = 1, ymin = m_logY ? 1e-3 : 0, ymax = 1;
     }
-    auto pad = [](double lo, double hi) {
-        const double span = hi > lo ? hi - lo : std::max(std::abs(hi), 1.0);
-        return std::pair(lo - 0.05 * span, hi + 0.05 * span);
-    };
-    const auto [x0, x1] = pad(xmin, xmax);
-    auto* ax = new QValueAxis;
-    ax->setRange(std::max(0.0, x0), x1);
-    ax->setTitleText(m_x == XAxis::SimTokS ? tr("simulated tokens/s") : m_x == XAxis::CpuTokS ? tr("CPU tokens/s")
-                                                                                              : tr("MLP density read"));
+    const bool tokAxis = m_x != XAxis::MlpDensity;
+    m_logX = tokAxis && xmin > 0 && (m_logXChoice < 0 ? xmax / xmin > 10.0 : m_logXChoice == 1);
+    {
+        const QSignalBlocker block(m_logXCheck);
+        m_logXCheck->setEnabled(tokAxis);
+        m_logXCheck->setChecked(m_logX);
+    }
+    const QString xtitle = m_x == XAxis::SimTokS ? tr("simulated tokens/s")
+                           : m_x == XAxis::CpuTokS ? tr("CPU tokens/s")
+                                                   : tr("MLP density read");
+    QAbstractAxis* ax = nullptr;
+    if (m_logX) {
+        auto* l = new QLogValueAxis;
+        l->setBase(10);
+        l->setLabelFormat("%g");
+        l->setMinorTickCount(8);
+        // From a power of ten to a power of ten: the labels sit on the range's ends and decades.
+        const double lo = std::pow(10.0, std::floor(std::log10(xmin) + 1e-9));
+        const double hi = std::pow(10.0, std::ceil(std::log10(xmax) - 1e-9));
+        l->setRange(lo, hi > lo ? hi : lo * 10);
+        l->setTitleText(xtitle + tr(" (log)"));
+        ax = l;
+    } else {
+        const double span = xmax > xmin ? xmax - xmin : std::max(std::abs(xmax), 1.0);
+        auto* v = new QValueAxis;
+        v->setRange(std::max(0.0, xmin - 0.05 * span), xmax + 0.05 * span);
+        v->applyNiceNumbers();
+        if (v->min() < 0 && xmin >= 0) v->setMin(0);
+        v->setLabelFormat(m_x == XAxis::MlpDensity ? "%.2f" : "%g");
+        v->setTitleText(xtitle);
+        ax = v;
+    }
     c->addAxis(ax, Qt::AlignBottom);
     QAbstractAxis* ay = nullptr;
     const QString ytitle = m_y == YAxis::DeltaPpl ? tr("ΔPPL vs dense") : tr("mean KL(dense ‖ method)");
     if (m_logY) {
         auto* l = new QLogValueAxis;
         l->setBase(10);
-        l->setLabelFormat("%.0e");
+        l->setLabelFormat("%g");
+        l->setMinorTickCount(8);
         const double lo = std::pow(10.0, std::floor(std::log10(ymin))), hi = std::pow(10.0, std::ceil(std::log10(ymax)));
         l->setRange(lo, hi > lo ? hi : lo * 10);
         l->setTitleText(ytitle + tr(" (log)"));
         ay = l;
     } else {
-        const auto [y0, y1] = pad(ymin, ymax);
+        // ΔPPL and KL of a sparse method are >= 0: the axis starts at 0 rather than padding below it.
+        const double span = ymax > ymin ? ymax - ymin : std::max(std::abs(ymax), 1.0);
         auto* v = new QValueAxis;
-        v->setRange(y0, y1);
+        v->setRange(ymin >= 0 ? 0.0 : ymin - 0.05 * span, ymax + 0.05 * span);
+        v->applyNiceNumbers();
+        if (ymin >= 0) v->setMin(0);
+        v->setLabelFormat("%g");
         v->setTitleText(ytitle);
         ay = v;
     }

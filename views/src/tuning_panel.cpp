@@ -9,6 +9,7 @@
 #include <QGroupBox>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QLocale>
 #include <QPainter>
 #include <QPushButton>
 #include <QStyle>
@@ -130,6 +131,13 @@ TuningPanel::TuningPanel(QWidget* parent) : QWidget(parent) {
     m_policy = new QComboBox(this);
     for (const char* p : {"lfu", "lru", "window", "none"}) m_policy->addItem(QString::fromLatin1(p));
     m_policy->setToolTip(tr("Replacement policy of the per-layer MLP weight caches in DRAM"));
+    m_page = new QComboBox(this);
+    for (int64_t b : {int64_t{0}, int64_t{512}, int64_t{4096}, int64_t{16384}}) m_page->addItem(formatPage(b), QVariant::fromValue(b));
+    m_page->setToolTip(tr("Flash read unit (page size): every flash read is rounded up to whole pages. A unit smaller "
+                          "than a page (all units of a small model such as stories260K: 136–370 bytes) costs a whole page "
+                          "per scattered miss, while dense streams the weights sequentially; so with 4 KB pages a tiny "
+                          "model simulates sparse methods slower than dense. Byte-exact (0) charges only the bytes read, "
+                          "like the CLI's --page 0. Set from the profile when you choose one."));
 
     auto* device = new QGroupBox(tr("Device"), this);
     auto* dg = new QFormLayout(device);
@@ -139,6 +147,8 @@ TuningPanel::TuningPanel(QWidget* parent) : QWidget(parent) {
     dramRow->addWidget(m_dramLabel);
     dg->addRow(tr("DRAM budget"), dramRow);
     dg->addRow(tr("Flash"), m_flashBw);
+    dg->addRow(tr("Flash read unit"), m_page);
+    if (QWidget* l = dg->labelForField(m_page)) l->setToolTip(m_page->toolTip());
     dg->addRow(tr("DRAM bw"), m_dramBw);
     dg->addRow(tr("Weights"), m_bits);
     dg->addRow(tr("Cache policy"), m_policy);
@@ -150,10 +160,13 @@ TuningPanel::TuningPanel(QWidget* parent) : QWidget(parent) {
     m_resetText = new QPushButton(tr("Default"), this);
     m_resetText->setToolTip(tr("Back to the built-in evaluation text"));
     m_calib = new QLabel(this);
+    // The name on its own line (wrapped: a long file name must not widen the dock), the buttons below it.
+    m_evalText->setWordWrap(true);
+    m_evalText->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
     auto* textRow = new QHBoxLayout;
-    textRow->addWidget(m_evalText, 1);
     textRow->addWidget(m_chooseText);
     textRow->addWidget(m_resetText);
+    textRow->addStretch(1);
 
     auto* results = new QGroupBox(tr("Result vs dense"), this);
     auto* rg = new QGridLayout(results);
@@ -164,7 +177,9 @@ TuningPanel::TuningPanel(QWidget* parent) : QWidget(parent) {
         {QStringLiteral("mlp"), tr("MLP density")},
         {QStringLiteral("attn"), tr("Attention density")},
         {QStringLiteral("cpu"), tr("CPU tok/s (measured)")},
+        {QStringLiteral("cpu_ratio"), tr("CPU speed vs dense")},
         {QStringLiteral("sim"), tr("Device tok/s (simulated)")},
+        {QStringLiteral("sim_ratio"), tr("Device speed vs dense")},
         {QStringLiteral("hit"), tr("Cache hit rate")},
     };
     const QStringList tips = {
@@ -174,7 +189,11 @@ TuningPanel::TuningPanel(QWidget* parent) : QWidget(parent) {
         tr("Share of MLP weights the kernels actually read"),
         tr("Share of attention projection weights read"),
         tr("Decode speed of the method on this CPU (dense in brackets)"),
+        tr("Measured CPU speed of the method divided by dense's: below ×1 (red) the method is slower than dense "
+           "on this CPU"),
         tr("Simulated decode speed on the device with its flash/DRAM caches (dense baseline in brackets)"),
+        tr("Simulated device speed of the method divided by dense's: below ×1 (red) dense is faster on this "
+           "device, e.g. when each scattered miss reads a whole flash page (see Flash read unit)"),
         tr("Share of active MLP units found in the DRAM cache"),
     };
     for (int i = 0; i < rows.size(); ++i) {
@@ -204,6 +223,7 @@ TuningPanel::TuningPanel(QWidget* parent) : QWidget(parent) {
     auto* v = new QVBoxLayout(this);
     v->addWidget(method);
     v->addWidget(device);
+    v->addWidget(m_evalText);
     v->addLayout(textRow);
     v->addWidget(m_calib);
     v->addWidget(results);
@@ -218,6 +238,7 @@ TuningPanel::TuningPanel(QWidget* parent) : QWidget(parent) {
         requestFull();
     });
     connect(m_policy, &QComboBox::currentIndexChanged, this, [this] { requestFull(); });
+    connect(m_page, &QComboBox::currentIndexChanged, this, [this] { requestFull(); });
     for (QDoubleSpinBox* s : {m_flashBw, m_dramBw})
         connect(s, &QDoubleSpinBox::valueChanged, this, [this] { requestFull(); });
     connect(m_chooseText, &QPushButton::clicked, this, &TuningPanel::evalTextChangeRequested);
@@ -253,9 +274,38 @@ void TuningPanel::onMethodChanged() {
     m_dIn->setEnabled(dip && m_split->isChecked());
     m_dDown->setEnabled(dip && m_split->isChecked());
     m_gamma->setEnabled(name == QLatin1String("dip-ca"));
+    syncSplitSliders();
     updateDramRange();  // DIP methods cache other units: same bytes, but keep one place for the range
     requestFull();
 }
+
+// Without a split, DIP reads d_in = d_down = density: the (disabled) sliders show those values.
+void TuningPanel::syncSplitSliders() {
+    if (m_split->isChecked() && m_split->isEnabled()) return;
+    const bool was = m_updating;
+    m_updating = true;
+    m_dIn->setValue(m_density->value());
+    m_dDown->setValue(m_density->value());
+    m_updating = was;
+}
+
+QString TuningPanel::formatPage(int64_t bytes) {
+    if (bytes <= 1) return tr("byte-exact");
+    if (bytes % 1024 == 0) return tr("%1 KB pages").arg(bytes / 1024);
+    return tr("%1 B pages").arg(bytes);
+}
+
+void TuningPanel::setFlashPage(int64_t bytes) {
+    bytes = std::max<int64_t>(0, bytes == 1 ? 0 : bytes);
+    int i = m_page->findData(QVariant::fromValue(bytes));
+    if (i < 0) {
+        m_page->addItem(formatPage(bytes), QVariant::fromValue(bytes));
+        i = m_page->count() - 1;
+    }
+    m_page->setCurrentIndex(i);
+}
+
+int64_t TuningPanel::flashPageBytes() const { return m_page->currentData().value<int64_t>(); }
 
 void TuningPanel::onDeviceChanged() {
     auto d = sim::device_find(m_device->currentText().toStdString());
@@ -264,6 +314,7 @@ void TuningPanel::onDeviceChanged() {
         m_updating = true;
         m_flashBw->setValue(d->flash_bandwidth / 1e9);
         m_dramBw->setValue(d->dram_bandwidth / 1e9);
+        setFlashPage(d->flash_page_bytes);
         m_updating = was;
         m_dram->setToolTip(tr("DRAM available to the model (log scale); %1 has %2. The red mark is the whole "
                               "model at this bit-width.")
@@ -321,9 +372,12 @@ uint64_t TuningPanel::dramBytes() const {
 }
 
 void TuningPanel::updateLabels() {
+    syncSplitSliders();
     m_densityLabel->setText(QStringLiteral("%1%").arg(m_density->value()));
-    m_dInLabel->setText(QStringLiteral("%1%").arg(m_dIn->value()));
-    m_dDownLabel->setText(QStringLiteral("%1%").arg(m_dDown->value()));
+    // d_in / d_down mean something only for DIP; without a split they follow Density.
+    const bool dip = m_split->isEnabled();
+    m_dInLabel->setText(dip ? QStringLiteral("%1%").arg(m_dIn->value()) : QStringLiteral("–"));
+    m_dDownLabel->setText(dip ? QStringLiteral("%1%").arg(m_dDown->value()) : QStringLiteral("–"));
     m_gammaLabel->setText(QString::number(m_gamma->value() / 100.0, 'f', 2));
     m_dramLabel->setText(m_card ? formatBytes(double(dramBytes())) : QStringLiteral("–"));
 }
@@ -364,6 +418,7 @@ device_settings TuningPanel::deviceSettings() const {
     d.dram_bandwidth = m_dramBw->value() * 1e9;
     d.bits = static_cast<uint32_t>(m_bits->currentData().toInt());
     d.policy = m_policy->currentText().toStdString();
+    d.flash_page_bytes = flashPageBytes();
     return d;
 }
 
@@ -376,6 +431,7 @@ void TuningPanel::setDeviceSettings(const device_settings& d) {
     if (d.dram_bandwidth > 0) m_dramBw->setValue(d.dram_bandwidth / 1e9);
     if (const int b = m_bits->findData(static_cast<int>(d.bits)); b >= 0) m_bits->setCurrentIndex(b);
     if (const int p = m_policy->findText(QString::fromStdString(d.policy)); p >= 0) m_policy->setCurrentIndex(p);
+    if (d.flash_page_bytes >= 0) setFlashPage(d.flash_page_bytes);
     updateDramRange();
     if (m_card && d.dram_bytes > 0) {
         const double pos = dram_steps * std::log(double(d.dram_bytes) / m_dramLo) / std::log(m_dramHi / m_dramLo);
@@ -407,7 +463,10 @@ void TuningPanel::setModelCard(std::shared_ptr<const model_card> card) {
     m_last.reset();
     m_save->setEnabled(false);
     m_dram->setProperty("sized", false);
-    for (QLabel* l : m_readouts) l->setText(QStringLiteral("–"));
+    for (QLabel* l : m_readouts) {
+        l->setText(QStringLiteral("–"));
+        l->setStyleSheet(QString());
+    }
     m_updating = true;
     updateDramRange();
     m_updating = false;
@@ -442,8 +501,26 @@ void TuningPanel::showResult(std::shared_ptr<const tuning_result> r) {
     set("top1", QStringLiteral("%1%").arg(100 * e.top1_agreement, 0, 'f', 1));
     set("mlp", QStringLiteral("%1%").arg(100 * e.mlp_density, 0, 'f', 1));
     set("attn", QStringLiteral("%1%").arg(100 * e.attn_density, 0, 'f', 1));
-    set("cpu", QStringLiteral("%1 (dense %2)").arg(e.decode_tokens_per_second, 0, 'f', 0).arg(e.dense_decode_tokens_per_second, 0, 'f', 0));
-    set("sim", QStringLiteral("%1 (dense %2)").arg(r->sim_tokens_per_s, 0, 'g', 4).arg(r->sim_dense_tokens_per_s, 0, 'g', 4));
+    const QLocale loc;
+    auto speed = [&](double v) { return loc.toString(v, 'f', 0); };
+    set("cpu", tr("%1 (dense %2)").arg(speed(e.decode_tokens_per_second), speed(e.dense_decode_tokens_per_second)));
+    set("sim", tr("%1 (dense %2)").arg(speed(r->sim_tokens_per_s), speed(r->sim_dense_tokens_per_s)));
+    // The ratio says outright when dense wins, rather than leaving it to a comparison of two numbers.
+    auto ratio = [&](const char* key, double method, double dense) {
+        QLabel* l = m_readouts[QLatin1String(key)];
+        if (!(method > 0) || !(dense > 0) || r->config.name == "dense") {
+            l->setText(r->config.name == "dense" ? tr("×1 (dense)") : QStringLiteral("–"));
+            l->setStyleSheet(QString());
+            return;
+        }
+        const double x = method / dense;
+        const QString v = x < 0.095 ? QString::number(x, 'f', 3) : QString::number(x, 'f', 2);
+        l->setText(x < 1.0 ? tr("×%1 — dense is faster").arg(v) : tr("×%1 vs dense").arg(v));
+        l->setStyleSheet(x < 1.0 ? QStringLiteral("color: #c62828; font-weight: bold;")
+                                 : QStringLiteral("color: #2e7d32; font-weight: bold;"));
+    };
+    ratio("cpu_ratio", e.decode_tokens_per_second, e.dense_decode_tokens_per_second);
+    ratio("sim_ratio", r->sim_tokens_per_s, r->sim_dense_tokens_per_s);
     set("hit", QStringLiteral("%1%").arg(100 * r->sim_hit_rate, 0, 'f', 1));
     m_status->setText(tr("%1 · %2 · %3 scored tokens · %4 ms")
                           .arg(QString::fromStdString(r->config.name),

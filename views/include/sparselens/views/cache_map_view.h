@@ -19,7 +19,12 @@ public:
 
     static QColor stateColor(slot_state s);
     static QString stateName(slot_state s);
-    static QColor noSlotColor() { return {12, 12, 14}; }  // past the end of a shorter stream
+    // Rows are as wide as the widest unit group; a shorter group (DIP's gate/up input-column pairs: one
+    // per model dimension, against one down column per hidden neuron) has no unit past its end.
+    static QColor noSlotColor() { return {12, 12, 14}; }
+    // "in-cols" for input_column_pair, "down" for down_column, ... (sim::unit_kind_name values).
+    static QString groupShortName(const std::string& kind);
+    QString rowLabel(int stream) const;  // "L0 in-cols"; "L0" with a single group
 
     // Shows frame `index` of `series` (the view keeps the series alive); out-of-range shows nothing.
     void setFrame(std::shared_ptr<const cache_snapshot_series> series, int index);
@@ -39,6 +44,7 @@ protected:
 
 private:
     int rows() const;
+    int labelMargin() const;
     int columns() const;
     std::shared_ptr<const cache_snapshot_series> m_series;
     int m_index = -1;

@@ -15,6 +15,7 @@ class QLabel;
 class QLineSeries;
 class QPushButton;
 class QSlider;
+class QSplitter;
 class QSpinBox;
 class QValueAxis;
 
@@ -45,7 +46,13 @@ public:
 signals:
     void frameChanged(int index);
 
+protected:
+    // Until the user drags the splitter, it keeps a 3:2 split at every size.
+    void resizeEvent(QResizeEvent* e) override;
+
 private:
+    QSplitter* m_splitter = nullptr;
+    bool m_userSplit = false;  // the user moved the splitter: keep their sizes
     void showFrame(int index);
     void rebuildCharts();
 

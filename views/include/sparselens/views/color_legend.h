@@ -34,6 +34,8 @@ public:
     const QVector<Swatch>& swatches() const { return m_swatches; }
 
     QSize sizeHint() const override;
+    bool hasHeightForWidth() const override { return true; }
+    int heightForWidth(int w) const override;  // the swatches wrap onto more rows when narrow
     QSize minimumSizeHint() const override;
 
 protected:

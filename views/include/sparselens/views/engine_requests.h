@@ -18,6 +18,9 @@ struct device_settings {
     uint64_t dram_bytes = 0;           // DRAM available to the model; 0: the profile's
     double dram_bandwidth = 0;         // bytes/s; 0: the profile's
     double flash_bandwidth = 0;        // bytes/s; 0: the profile's
+    // Flash read granularity in bytes; -1: the profile's, 0: byte-exact. Units smaller than a page (every
+    // unit of a tiny model) cost a whole page per scattered miss, which decides sparse vs dense speed.
+    int64_t flash_page_bytes = -1;
     uint32_t bits = 4;                 // weight bits on the device
     std::string policy = "lfu";        // lfu, lru, window, none (belady needs a recorded trace)
     bool operator==(const device_settings&) const = default;

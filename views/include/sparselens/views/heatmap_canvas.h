@@ -16,6 +16,7 @@
 #include <QOpenGLExtraFunctions>
 #include <QOpenGLWidget>
 #include <QPointF>
+#include <QRect>
 #include <QTimer>
 
 #include "sparselens/views/colormaps.h"
@@ -66,6 +67,10 @@ public:
     void setOverlayVisible(bool on);
     bool overlayVisible() const { return m_overlayVisible; }
     bool overlayActive() const;  // compiled in, initialised and visible
+    // Where the overlay's "View" button (which opens its controls) was last drawn, in widget pixels: the
+    // bottom-right corner, clear of the prompt rows at the top. Empty before the first overlay frame.
+    QRect overlayButtonRect() const { return m_overlayButton; }
+    bool overlayOpen() const { return m_overlayOpen; }
     // Colours of the fixed overlays (tests and legends use them).
     static QColor maskColor() { return {92, 92, 100}; }
     static QColor maskHatchColor() { return {150, 150, 162}; }
@@ -185,6 +190,8 @@ private:
     int m_highlight = -1;
     int m_maxSamples = 4;
     bool m_overlayVisible = true;
+    bool m_overlayOpen = false;  // the ImGui "View" controls shown above their corner button
+    QRect m_overlayButton;
     bool m_progressive = true, m_interacting = false, m_timing = false;
     int m_renderDiv = 1;  // the cached heatmap was drawn at 1/div resolution
     double m_heatMs = 0, m_compMs = 0;

@@ -46,6 +46,9 @@ public:
     void openModel(const QString& path, const QString& tokenizerPath = {});
     void setPrompt(const QString& text);
     void setGenerateOnLoad(bool on) { m_generateOnLoad = on; }
+    // Dock sizes as shares of the window: left column 25%, right 36%, bottom 26% (the first show
+    // without a saved layout; the screenshot tour).
+    void applyDefaultDockSizes();
 
     EngineController* controller() const { return m_controller.get(); }
     ModelPanel* modelPanel() const { return m_model; }

@@ -17,6 +17,7 @@ class QLabel;
 class QLineSeries;
 class QLogValueAxis;
 class QSlider;
+class QSplitter;
 class QValueAxis;
 class QBarCategoryAxis;
 class QBarSeries;
@@ -49,18 +50,25 @@ public:
 signals:
     void layerChanged(int layer);
 
+protected:
+    // Until the user drags the splitter, it keeps a 3:2 split at every size.
+    void resizeEvent(QResizeEvent* e) override;
+
 private:
+    QSplitter* m_splitter = nullptr;
+    bool m_userSplit = false;  // the user moved the splitter: keep their sizes
     void rebuildLayer();
     void rebuildFlocking();
     void updateCursor();
 
     std::shared_ptr<const neuron_snapshot> m_stats;
     std::vector<double> m_prefix;  // prefix sums of the layer's (non-negative, finite) importances
-    double m_yMin = 1, m_yMax = 10;
+    double m_yMin = 1, m_yMax = 10;      // the data's importance range
+    double m_axisLo = 1, m_axisHi = 10;  // the log axis' range (powers of its base)
 
     QComboBox* m_layer = nullptr;
     QSlider* m_slider = nullptr;
-    QLabel *m_readout = nullptr, *m_engineShares = nullptr;
+    QLabel *m_readout = nullptr, *m_engineShares = nullptr, *m_sharesDetail = nullptr;
     QChart *m_impChart = nullptr, *m_flockChart = nullptr;
     QLineSeries *m_importance = nullptr, *m_split = nullptr, *m_cursor = nullptr;
     QValueAxis* m_rankAxis = nullptr;

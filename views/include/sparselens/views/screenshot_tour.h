@@ -1,7 +1,9 @@
 // Screenshot tour: drives a MainWindow through a fixed scenario on a model (DIP-CA at 70% under a DRAM
-// budget that holds only part of the MLP, one generation) and writes PNGs of the window and of each view.
+// budget that holds only part of the MLP, byte-exact flash reads, one generation) and writes PNGs of the
+// window and of each view.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 
 #include <QImage>
@@ -27,6 +29,10 @@ public:
         QString prompt = QStringLiteral("Once upon a time");
         QString method = QStringLiteral("dip-ca");
         int densityPercent = 70;
+        // Flash read unit of the simulated device; -1: the profile's. 0 (byte-exact) by default: the demo
+        // model's units (136-370 bytes) are far smaller than a 4 KB page, and whole-page reads for each
+        // scattered miss would make every sparse method simulate slower than dense.
+        int64_t flashPageBytes = 0;
         int steps = 200;           // positions in total (BOS and prompt included)
         int activationsLayer = 2;  // clamped to the model's layers
         QSize windowSize{1600, 1000};

@@ -56,6 +56,10 @@ public:
     XAxis xAxis() const { return m_x; }
     YAxis yAxis() const { return m_y; }
     bool logY() const { return m_logY; }
+    // Log x: by default on for a tok/s axis whose points span more than a decade; setLogX overrides that
+    // until the x metric changes. Never on the density axis.
+    void setLogX(bool on);
+    bool logX() const { return m_logX; }
 
     // What is drawn (the chart's series are rebuilt on every change; these stay valid until then).
     QChart* chart() const;
@@ -95,12 +99,15 @@ private:
     QComboBox* m_xCombo = nullptr;
     QComboBox* m_yCombo = nullptr;
     QCheckBox* m_logCheck = nullptr;
+    QCheckBox* m_logXCheck = nullptr;
     QLabel* m_status = nullptr;
     QChartView* m_view = nullptr;
 
     XAxis m_x = XAxis::SimTokS;
     YAxis m_y = YAxis::DeltaPpl;
     bool m_logY = false;
+    bool m_logX = false;     // as drawn
+    int m_logXChoice = -1;   // -1 automatic, 0 off, 1 on (the user's)
     std::vector<sessions::run_record> m_runs;
     std::vector<std::shared_ptr<const tuning_result>> m_live;
     std::shared_ptr<const tuning_result> m_partial;

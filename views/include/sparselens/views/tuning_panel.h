@@ -60,7 +60,7 @@ public:
     void setEvalTextName(const QString& name);
     void setCalibrated(bool present);
 
-    // Readout texts by key: dppl, kld, top1, mlp, attn, cpu, sim, hit (tests, reports).
+    // Readout texts by key: dppl, kld, top1, mlp, attn, cpu, cpu_ratio, sim, sim_ratio, hit (tests, reports).
     QString readout(const QString& key) const;
     std::shared_ptr<const tuning_result> lastResult() const { return m_last; }
     QComboBox* methodCombo() const { return m_method; }
@@ -68,6 +68,10 @@ public:
     MarkedSlider* dramSlider() const { return m_dram; }
     QPushButton* saveRunButton() const { return m_save; }
     uint64_t dramBytes() const;
+    // Flash read unit in bytes (0: byte-exact); choosing a profile sets its page size.
+    int64_t flashPageBytes() const;
+    void setFlashPage(int64_t bytes);
+    static QString formatPage(int64_t bytes);
 
 signals:
     void evaluationRequested(bool partial);
@@ -81,10 +85,11 @@ private:
     void onDeviceChanged();
     void updateDramRange();
     void updateLabels();
+    void syncSplitSliders();
     void connectSlider(QSlider* s);
     void requestFull();
 
-    QComboBox *m_method = nullptr, *m_device = nullptr, *m_bits = nullptr, *m_policy = nullptr;
+    QComboBox *m_method = nullptr, *m_device = nullptr, *m_bits = nullptr, *m_policy = nullptr, *m_page = nullptr;
     QSlider *m_density = nullptr, *m_dIn = nullptr, *m_dDown = nullptr, *m_gamma = nullptr;
     MarkedSlider* m_dram = nullptr;
     QCheckBox* m_split = nullptr;
