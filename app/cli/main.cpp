@@ -6,24 +6,10 @@
 #include <exception>
 
 #include "cli_common.h"
-
-namespace {
-
-// libgomp's default barrier spins; when the cores are shared (ctest -j, a GUI, a compiler) a spinning
-// worker starves the thread it waits for and small-model runs became 12x slower (measured). Sleeping
-// waiters cost ~1% of decode on a quiet machine. libgomp reads the policy before main() runs, so the
-// only way to choose it from inside the program is to re-exec once with it set; an explicit user
-// setting is always respected.
-void prefer_passive_openmp(char** argv) {
-    if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
-    setenv("OMP_WAIT_POLICY", "passive", 1);
-    execv("/proc/self/exe", argv);  // only returns on failure: then carry on with the default policy
-}
-
-}  // namespace
+#include "sparselens/kernels/openmp_policy.h"
 
 int main(int argc, char** argv) {
-    prefer_passive_openmp(argv);
+    sl::kernels::prefer_passive_openmp(argv);
     CLI::App app{"SparseLens: activation-sparsity workbench for on-device LLM inference (headless CLI)"};
     app.require_subcommand(1);
     app.set_version_flag("--version", "sparselens 0.1.0");

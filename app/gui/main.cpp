@@ -9,23 +9,12 @@
 #include <QSettings>
 #include <QTemporaryDir>
 
+#include "sparselens/kernels/openmp_policy.h"
 #include "sparselens/views/main_window.h"
 #include "sparselens/views/screenshot_tour.h"
 
-namespace {
-
-// As the CLI does (see app/cli/main.cpp): libgomp's spinning barrier starves the GUI thread and the
-// engine thread on shared cores; the policy is read before main(), so re-exec once with it set.
-void prefer_passive_openmp(char** argv) {
-    if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
-    setenv("OMP_WAIT_POLICY", "passive", 1);
-    execv("/proc/self/exe", argv);  // only returns on failure: then carry on with the default policy
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
-    prefer_passive_openmp(argv);
+    sl::kernels::prefer_passive_openmp(argv);
     QApplication app(argc, argv);
     QApplication::setOrganizationName(QStringLiteral("SparseLens"));
     QApplication::setApplicationName(QStringLiteral("sparselens-gui"));

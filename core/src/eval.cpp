@@ -17,15 +17,6 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-void log_softmax(const float* logits, int32_t n, float* out) {
-    double mx = logits[0];
-    for (int32_t i = 1; i < n; ++i) mx = std::max(mx, static_cast<double>(logits[i]));
-    double sum = 0.0;
-    for (int32_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(logits[i]) - mx);
-    const double lse = mx + std::log(sum);
-    for (int32_t i = 0; i < n; ++i) out[i] = static_cast<float>(static_cast<double>(logits[i]) - lse);
-}
-
 // Runs one window: prefill the first half, decode the rest; calls on_scored(j, logits) for scored j.
 template <class F>
 double run_window(context& ctx, const int32_t* window, int32_t n_ctx, F&& on_scored) {
@@ -108,9 +99,7 @@ result<eval_result> eval_method(context& ctx, const dense_reference& ref, sparsi
         seconds += run_window(ctx, window, n_ctx, [&](int32_t j, const float* logits) {
             log_softmax(logits, ref.vocab, lp.data());
             const float* d = dense_lp + static_cast<size_t>(j - ref.first_scored()) * vocab;
-            double kl = 0.0;
-            for (size_t i = 0; i < vocab; ++i) kl += std::exp(static_cast<double>(d[i])) * (d[i] - lp[i]);
-            klds.push_back(std::max(0.0, kl));
+            klds.push_back(kl_divergence(d, lp.data(), ref.vocab));
             nll -= lp[static_cast<size_t>(window[j + 1])];
             const auto dense_top = std::max_element(d, d + vocab) - d;
             const auto top = std::max_element(lp.begin(), lp.end()) - lp.begin();
@@ -154,6 +143,21 @@ result<eval_result> eval_method(context& ctx, const dense_reference& ref, sparsi
     ctx.set_method(previous);
     ctx.set_residency(nullptr);
     return r;
+}
+
+void log_softmax(const float* logits, int32_t n, float* out) {
+    double mx = logits[0];
+    for (int32_t i = 1; i < n; ++i) mx = std::max(mx, static_cast<double>(logits[i]));
+    double sum = 0.0;
+    for (int32_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(logits[i]) - mx);
+    const double lse = mx + std::log(sum);
+    for (int32_t i = 0; i < n; ++i) out[i] = static_cast<float>(static_cast<double>(logits[i]) - lse);
+}
+
+double kl_divergence(const float* log_p, const float* log_q, int32_t n) {
+    double kl = 0.0;
+    for (int32_t i = 0; i < n; ++i) kl += std::exp(static_cast<double>(log_p[i])) * (log_p[i] - log_q[i]);
+    return std::max(0.0, kl);
 }
 
 }  // namespace sl

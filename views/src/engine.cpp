@@ -18,21 +18,6 @@
 
 namespace sl::views::detail {
 
-void log_softmax(const float* logits, int32_t n, float* out) {
-    double mx = logits[0];
-    for (int32_t i = 1; i < n; ++i) mx = std::max(mx, static_cast<double>(logits[i]));
-    double sum = 0.0;
-    for (int32_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(logits[i]) - mx);
-    const double lse = mx + std::log(sum);
-    for (int32_t i = 0; i < n; ++i) out[i] = static_cast<float>(static_cast<double>(logits[i]) - lse);
-}
-
-double kl_divergence(const float* lp, const float* lq, int32_t n) {
-    double kl = 0.0;
-    for (int32_t i = 0; i < n; ++i) kl += std::exp(static_cast<double>(lp[i])) * (lp[i] - lq[i]);
-    return std::max(0.0, kl);
-}
-
 int32_t engine_threads() {
     const unsigned hw = std::thread::hardware_concurrency();
     return static_cast<int32_t>(std::max(1u, hw > 1 ? hw - 1 : 1u));

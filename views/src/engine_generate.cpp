@@ -16,6 +16,7 @@
 #include "cache_recorder.h"
 #include "engine.h"
 #include "engine_internal.h"
+#include "sparselens/core/eval.h"
 #include "sparselens/core/generate.h"
 #include "sparselens/core/methods.h"
 #include "sparselens/core/model_stats.h"

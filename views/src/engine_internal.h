@@ -27,9 +27,4 @@ struct engine::last_run {
 int32_t engine_threads();
 context_params engine_context_params(int32_t n_ctx);
 
-// log-softmax of n logits into out (double accumulation).
-void log_softmax(const float* logits, int32_t n, float* out);
-// KL(p || q) from log-probabilities.
-double kl_divergence(const float* lp, const float* lq, int32_t n);
-
 }  // namespace sl::views::detail

@@ -12,6 +12,11 @@
 
 namespace sl {
 
+// out = log_softmax(logits) over n entries, accumulated in double (the scoring every evaluation uses).
+void log_softmax(const float* logits, int32_t n, float* out);
+// KL(p || q) = sum exp(log_p) (log_p - log_q) over n entries of two log-distributions, clamped at 0.
+double kl_divergence(const float* log_p, const float* log_q, int32_t n);
+
 struct eval_params {
     int32_t n_ctx = 128;       // window length; each window starts with BOS
     int32_t max_windows = 16;  // 0: every full window of the text
