@@ -27,6 +27,11 @@ struct generation_output {
     double decode_tokens_per_second = 0.0;
 };
 
+// -i/--prompt, -n/--steps and --threads (every generating command).
+void add_prompt_options(CLI::App* c, generation_request& q, int32_t& threads);
+// -t/--temp, -p/--top-p and -s/--seed (commands that sample).
+void add_sampling_options(CLI::App* c, generation_request& q);
+
 // Runs generate() on `ctx` (with whatever method and residency it has attached); `on_step`, when set,
 // sees every position after the text was collected.
 generation_output run_generation(const loaded_model& lm, context& ctx, const generation_request& q,

@@ -35,14 +35,23 @@ generation_output run_generation(const loaded_model& lm, context& ctx, const gen
     return out;
 }
 
+void add_prompt_options(CLI::App* c, generation_request& q, int32_t& threads) {
+    c->add_option("-i,--prompt", q.prompt, "Prompt text (empty: start from BOS)");
+    c->add_option("-n,--steps", q.steps, "Positions in total, counting BOS and the prompt")->check(CLI::Range(1, 1 << 20));
+    c->add_option("--threads", threads, "Worker threads (0: all cores)")->check(CLI::NonNegativeNumber);
+}
+
+void add_sampling_options(CLI::App* c, generation_request& q) {
+    c->add_option("-t,--temp", q.temperature, "Temperature (0: greedy)")->check(CLI::NonNegativeNumber);
+    c->add_option("-p,--top-p", q.top_p, "Top-p (nucleus) sampling in (0, 1]; 1 disables it")->check(CLI::Range(0.0, 1.0));
+    c->add_option("-s,--seed", q.seed, "Random seed (0: fixed default)");
+}
+
 namespace {
 
 struct generate_opts {
-    std::string model_path, tokenizer_path, prompt, out_path;
-    float temperature = 1.0f;
-    float top_p = 0.9f;
-    uint64_t seed = 0;
-    int32_t steps = 256;
+    std::string model_path, tokenizer_path, out_path;
+    generation_request gen;
     int32_t threads = 0;
     bool json = false;
 };
@@ -50,9 +59,7 @@ struct generate_opts {
 void add_common(CLI::App* c, generate_opts& o) {
     c->add_option("model", o.model_path, "Model file (GGUF, llama2.c .bin)")->required();
     c->add_option("-z,--tokenizer", o.tokenizer_path, "llama2.c tokenizer.bin (default: embedded or beside the model)");
-    c->add_option("-i,--prompt", o.prompt, "Prompt text (empty: start from BOS)");
-    c->add_option("-n,--steps", o.steps, "Positions in total, counting BOS and the prompt")->check(CLI::Range(1, 1 << 20));
-    c->add_option("--threads", o.threads, "Worker threads (0: all cores)")->check(CLI::NonNegativeNumber);
+    add_prompt_options(c, o.gen, o.threads);
     c->add_flag("--json", o.json, "Machine-readable output");
 }
 
@@ -61,12 +68,8 @@ int run_generate(const generate_opts& o, bool write_logits) {
     context_params cp = context_default_params();
     cp.n_threads = o.threads;
     context ctx = take(context::create(*lm.m, cp));
-    generation_request q;
-    q.prompt = o.prompt;
-    q.steps = o.steps;
-    q.temperature = write_logits ? 0.0f : o.temperature;
-    q.top_p = o.top_p;
-    q.seed = o.seed;
+    generation_request q = o.gen;
+    if (write_logits) q.temperature = 0.0f;
     q.prompt_logits = write_logits;
     q.stream = !o.json && !write_logits;
 
@@ -117,9 +120,7 @@ void register_generate(CLI::App& app, command_fn& run) {
     auto o = std::make_shared<generate_opts>();
     CLI::App* c = app.add_subcommand("generate", "Generate text (llama2.c run semantics: prompt, then continuation)");
     add_common(c, *o);
-    c->add_option("-t,--temp", o->temperature, "Temperature (0: greedy)")->check(CLI::NonNegativeNumber);
-    c->add_option("-p,--top-p", o->top_p, "Top-p (nucleus) sampling in (0, 1]; 1 disables it")->check(CLI::Range(0.0, 1.0));
-    c->add_option("-s,--seed", o->seed, "Random seed (0: fixed default)");
+    add_sampling_options(c, o->gen);
     c->callback([o, &run] { run = [o] { return run_generate(*o, false); }; });
 }
 

@@ -11,11 +11,8 @@ namespace sl::cli {
 namespace {
 
 struct run_opts {
-    std::string model_path, config_path, tokenizer_path, prompt;
-    float temperature = 1.0f;
-    float top_p = 0.9f;
-    uint64_t seed = 0;
-    int32_t steps = 256;
+    std::string model_path, config_path, tokenizer_path;
+    generation_request gen;
     int32_t threads = 0;
     bool allow_other_weights = false;
     bool json = false;
@@ -33,12 +30,7 @@ int run_run(const run_opts& o) {
     context ctx = take(context::create(*lm.m, cp));
     ctx.set_method(rt.method.get());
     ctx.set_residency(rt.residency.get());
-    generation_request q;
-    q.prompt = o.prompt;
-    q.steps = o.steps;
-    q.temperature = o.temperature;
-    q.top_p = o.top_p;
-    q.seed = o.seed;
+    generation_request q = o.gen;
     q.stream = !o.json;
     const generation_output g = run_generation(lm, ctx, q);
     if (rt.sim && !rt.sim->last_error().empty()) throw cli_error("simulator: " + rt.sim->last_error());
@@ -96,12 +88,8 @@ void register_run(CLI::App& app, command_fn& run) {
     c->add_option("model", o->model_path, "Model file the config was tuned for")->required();
     c->add_option("--config", o->config_path, "Deployment config (JSON)")->required();
     c->add_option("-z,--tokenizer", o->tokenizer_path, "llama2.c tokenizer.bin (default: embedded or beside the model)");
-    c->add_option("-i,--prompt", o->prompt, "Prompt text (empty: start from BOS)");
-    c->add_option("-n,--steps", o->steps, "Positions in total, counting BOS and the prompt")->check(CLI::Range(1, 1 << 20));
-    c->add_option("-t,--temp", o->temperature, "Temperature (0: greedy)")->check(CLI::NonNegativeNumber);
-    c->add_option("-p,--top-p", o->top_p, "Top-p (nucleus) sampling in (0, 1]; 1 disables it")->check(CLI::Range(0.0, 1.0));
-    c->add_option("-s,--seed", o->seed, "Random seed (0: fixed default)");
-    c->add_option("--threads", o->threads, "Worker threads (0: all cores)")->check(CLI::NonNegativeNumber);
+    add_prompt_options(c, o->gen, o->threads);
+    add_sampling_options(c, o->gen);
     c->add_flag("--allow-other-weights", o->allow_other_weights,
                 "Run on a model file whose SHA-256 differs from the tuned one (same shape, e.g. its Q8_0 form)");
     c->add_flag("--json", o->json, "Machine-readable output");
