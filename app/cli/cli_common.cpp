@@ -48,7 +48,8 @@ std::vector<int32_t> encode_prompt(const loaded_model& lm, const std::string& pr
     return ids;
 }
 
-void print_json(const nlohmann::json& j) { std::cout << j.dump(2) << std::endl; }
+// Paths and names may hold bytes that are not UTF-8 (Latin-1 file names): shown as U+FFFD, never an exception.
+void print_json(const nlohmann::json& j) { std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl; }
 
 std::string read_text(const std::string& path) {
     std::ifstream f(path, std::ios::binary);

@@ -130,7 +130,9 @@ nlohmann::ordered_json config_as_json(const ss::deploy_config& c) {
     return nlohmann::ordered_json::parse(ss::deploy_config_to_json(c));
 }
 
-void print_ordered(const nlohmann::ordered_json& j) { std::printf("%s\n", j.dump(2).c_str()); }
+void print_ordered(const nlohmann::ordered_json& j) {
+    std::printf("%s\n", j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
+}
 
 // ---- config export ----
 

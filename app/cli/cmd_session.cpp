@@ -219,7 +219,7 @@ int cmd_runs(const session_opts& o) {
         for (const auto& e : take(s.exports(r.id))) ex.push_back({{"id", e.id}, {"path", e.path}, {"created", e.created}});
         j["exports"] = ex;
         if (o.json) print_json(j);
-        else std::printf("%s\n", j.dump(2).c_str());
+        else std::printf("%s\n", j.dump(2, ' ', false, json::error_handler_t::replace).c_str());
         return 0;
     }
     ss::run_filter f;

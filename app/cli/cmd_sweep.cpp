@@ -125,7 +125,7 @@ int run_sweep(sweep_opts o) {
     if (sweep_id > 0) j["session"] = {{"path", o.session.session_path}, {"sweep_id", sweep_id}};
     if (!o.out_json.empty()) {
         std::ofstream f(o.out_json, std::ios::trunc);
-        if (!f || !(f << j.dump(2) << '\n') || !f.flush()) throw cli_error(o.out_json + ": write failed");
+        if (!f || !(f << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n') || !f.flush()) throw cli_error(o.out_json + ": write failed");
     }
     if (!o.out_csv.empty()) write_csv(o.out_csv, points);
     if (o.json) {

@@ -203,7 +203,7 @@ int run_tune(tune_opts o) {
     }
     if (!o.out_json.empty()) {
         std::ofstream f(o.out_json, std::ios::trunc);
-        if (!f || !(f << j.dump(2) << '\n') || !f.flush()) throw cli_error(o.out_json + ": write failed");
+        if (!f || !(f << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n') || !f.flush()) throw cli_error(o.out_json + ": write failed");
     }
     if (o.json) {
         print_json(j);

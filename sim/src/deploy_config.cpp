@@ -1,6 +1,7 @@
 // Deployment configs: canonical JSON writer, strict reader, checksummed calibration sidecar, model identity.
 #include "sparselens/sim/deploy_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -36,9 +37,20 @@ bool is_sha256_hex(const std::string& s) {
 
 std::string short_hash(const std::string& h) { return h.size() > 12 ? h.substr(0, 12) + "…" : h; }
 
-std::string shown(const ojson& v) {
-    std::string s = v.dump();
-    return s.size() > 40 ? s.substr(0, 37) + "..." : s;
+// At most 40 bytes, cut between UTF-8 sequences: messages stay short and valid UTF-8.
+std::string clipped(std::string s) {
+    if (s.size() <= 40) return s;
+    size_t n = 37;
+    while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+    return s.substr(0, n) + "...";
+}
+
+std::string shown(const ojson& v) { return clipped(v.dump(-1, ' ', false, ojson::error_handler_t::replace)); }
+
+// A string from the file as a message quotes it: control characters escaped (errors are one line), clipped.
+std::string quote_text(const std::string& s) {
+    const std::string e = ojson(s).dump(-1, ' ', false, ojson::error_handler_t::replace);
+    return clipped(e.substr(1, e.size() - 2));
 }
 
 struct bad_field : std::runtime_error {
@@ -57,7 +69,7 @@ public:
         for (auto it = m_j.begin(); it != m_j.end(); ++it) {
             bool known = false;
             for (const char* k : keys) known = known || it.key() == k;
-            if (!known) fail("unknown field '" + name(it.key().c_str()) + "'");
+            if (!known) fail("unknown field '" + name(quote_text(it.key()).c_str()) + "'");
         }
     }
     const ojson& at(const char* key) const {
@@ -324,7 +336,9 @@ std::string deploy_config_to_json(const deploy_config& c) {
     ej["sim_tokens_per_s"] = e.sim_tokens_per_s;
     ej["sim_hit_rate"] = e.sim_hit_rate;
     j["expected"] = ej;
-    return j.dump(2) + "\n";
+    // File names and the note come from outside (a Latin-1 file name is not UTF-8): such bytes become U+FFFD
+    // instead of an exception.
+    return j.dump(2, ' ', false, ojson::error_handler_t::replace) + "\n";
 }
 
 result<deploy_config> deploy_config_from_json(const std::string& text, const std::string& origin) {
@@ -384,7 +398,7 @@ result<deploy_config> deploy_config_from_json(const std::string& text, const std
             known = known || n == mc.name;
             names += (names.empty() ? "" : ", ") + n;
         }
-        if (!known) fields::fail("unknown method '" + mc.name + "' (this build knows " + names + ")");
+        if (!known) fields::fail("unknown method '" + quote_text(mc.name) + "' (this build knows " + names + ")");
         mc.density = me.real("density", 0, 1);
         mc.d_in = me.real("d_in", -1, 1);
         mc.d_down = me.real("d_down", -1, 1);
@@ -396,12 +410,12 @@ result<deploy_config> deploy_config_from_json(const std::string& text, const std
         mc.pin_fraction = me.real("pin_fraction", 0, 1);
         mc.ffsplit_mode = me.str("ffsplit_mode");
         if (mc.ffsplit_mode != "svd" && mc.ffsplit_mode != "q4")
-            fields::fail("field 'method.ffsplit_mode' is '" + mc.ffsplit_mode + "', expected \"svd\" or \"q4\"");
+            fields::fail("field 'method.ffsplit_mode' is '" + quote_text(mc.ffsplit_mode) + "', expected \"svd\" or \"q4\"");
         mc.ffsplit_heavy = me.real("ffsplit_heavy", 0, 1);
 
         (void)top.sub("per_layer");  // must be an object
         for (auto it = top.at("per_layer").begin(); it != top.at("per_layer").end(); ++it) {
-            const std::string key = "per_layer." + it.key();
+            const std::string key = "per_layer." + quote_text(it.key());
             if (it.key().empty()) fields::fail("'per_layer' has an empty name");
             if (!it->is_array()) fields::fail("field '" + key + "' must be an array of numbers");
             if (it->size() != static_cast<size_t>(dm.n_layers))
@@ -425,9 +439,12 @@ result<deploy_config> deploy_config_from_json(const std::string& text, const std
             cf.only({"file", "sha256"});
             c.calibration_file = cf.str("file");
             const fs::path p(c.calibration_file);
-            if (c.calibration_file.empty() || p.filename() != p || c.calibration_file == "." || c.calibration_file == "..")
+            const bool control = std::any_of(c.calibration_file.begin(), c.calibration_file.end(),
+                                             [](char ch) { return static_cast<unsigned char>(ch) < 0x20; });
+            if (c.calibration_file.empty() || c.calibration_file.size() > 255 || control || p.filename() != p ||
+                c.calibration_file == "." || c.calibration_file == "..")
                 fields::fail("field 'calibration.file' must be a plain file name beside the config (got '" +
-                             c.calibration_file + "')");
+                             quote_text(c.calibration_file) + "')");
             c.calibration_sha256 = cf.sha("sha256");
         } else if (method_config_needs_calibration(mc)) {
             fields::fail("method '" + mc.name + "' needs a calibration but field 'calibration' is null");
@@ -440,7 +457,7 @@ result<deploy_config> deploy_config_from_json(const std::string& text, const std
                 "layout", "cache_fraction"});
         const std::string policy = s.str("policy");
         if (!cache_policy_parse(policy, c.policy))
-            fields::fail("unknown cache policy '" + policy + "' (none, lru, lfu, belady, window)");
+            fields::fail("unknown cache policy '" + quote_text(policy) + "' (none, lru, lfu, belady, window)");
         c.window_tokens = static_cast<uint32_t>(s.integer("window_tokens", 1, int64_t{1} << 30));
         c.bits = static_cast<uint32_t>(s.integer("bits", 1, 32));
         c.group_size = static_cast<uint32_t>(s.integer("group_size", 0, int64_t{1} << 20));
@@ -450,7 +467,10 @@ result<deploy_config> deploy_config_from_json(const std::string& text, const std
         if (outcome o = quant_validate(q); !o) fields::fail("'simulation': " + o.message());
         c.context_tokens = static_cast<uint32_t>(s.integer("context_tokens", 1, int64_t{1} << 24));
         c.layout = s.str("layout");
-        if (auto l = layout_parse(c.layout); !l) fields::fail("field 'simulation.layout': " + l.message());
+        if (auto l = layout_parse(c.layout); !l)  // its message quotes the text as is
+            fields::fail(quote_text(c.layout) == c.layout ? "field 'simulation.layout': " + l.message()
+                                                      : "field 'simulation.layout' is not an MLP layout (got '" +
+                                                            quote_text(c.layout) + "')");
         c.cache_fraction = s.real("cache_fraction", 0, 1);
 
         const fields e = top.sub("expected");

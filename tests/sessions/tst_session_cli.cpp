@@ -155,3 +155,13 @@ TEST(session_cli, errors_are_one_line_with_exit_code_2) {
 }
 
 SL_TEST_MAIN_NEEDS_SHARED()
+
+TEST(session_cli, names_that_are_not_utf8_print_as_json) {
+    session_dir d;
+    const std::string s = d.f("latin1.slsession");
+    ASSERT_EQ(run_cli("session new " + s + " --name 'caf\xe9'").code, 0);  // a Latin-1 name from a shell
+    json show = parse(run_cli("session show " + s + " --json"));
+    EXPECT_EQ(show["name"], "caf\xef\xbf\xbd");  // U+FFFD in place of the stray byte
+    json listed = parse(run_cli("session list '" + d.dir.string() + "' --json"));
+    EXPECT_FALSE(listed.empty());
+}

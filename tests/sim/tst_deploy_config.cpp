@@ -249,6 +249,164 @@ TEST(DeployConfig, HostileJsonNeverCrashes) {
 
 namespace {
 
+// The config file `config export` would write for a measured run of the fixture model (with a device
+// and a calibration sidecar), as text.
+const std::string& exported_config_text() {
+    static const std::string text = [] {
+        const fixture& f = fx();
+        deploy_config c;
+        c.model = deploy_model_identity(f.model_path, f.m).value();
+        c.method.name = "cats";
+        c.method.density = 0.5f;
+        c.device = device_find("apple-a18").value();
+        c.device.dram_bytes = 480000;
+        c.bits = 4;
+        c.context_tokens = 256;
+        std::mt19937 rng(5);
+        std::vector<int32_t> tokens(160);
+        for (int32_t& t : tokens) t = 3 + static_cast<int32_t>(rng() % 500);
+        deploy_measure_params p = deploy_measure_default_params();
+        p.n_ctx = 32;
+        p.windows = 2;
+        p.sim_tokens = 32;
+        auto m = measure_expectations(f.m, c, &f.cal, tokens, p);
+        EXPECT_TRUE(m.ok()) << m.message();
+        if (m.ok()) {
+            c.per_layer = m->per_layer;
+            c.expected = m->expected;
+        }
+        const std::string dir = f.dir + "/exported";
+        fs::create_directories(dir);
+        EXPECT_TRUE(deploy_config_write(dir + "/tuned.json", c, &f.cal).ok());
+        return slurp(dir + "/tuned.json");
+    }();
+    return text;
+}
+
+// Every node of a JSON document as a JSON pointer (the root excluded).
+void collect_pointers(const nlohmann::ordered_json& j, const nlohmann::ordered_json::json_pointer& at,
+                      std::vector<nlohmann::ordered_json::json_pointer>& out) {
+    if (j.is_object())
+        for (auto it = j.begin(); it != j.end(); ++it) {
+            out.push_back(at / it.key());
+            collect_pointers(*it, at / it.key(), out);
+        }
+    else if (j.is_array())
+        for (size_t i = 0; i < j.size(); ++i) {
+            out.push_back(at / i);
+            collect_pointers(j[i], at / i, out);
+        }
+}
+
+// A refusal is one line that starts with the origin and stays short; an acceptance exports to JSON that
+// reads back to the same config.
+void expect_refused_or_round_trips(const std::string& text, const std::string& origin, const std::string& what) {
+    auto r = deploy_config_from_json(text, origin);
+    if (!r.ok()) {
+        const std::string& m = r.message();
+        EXPECT_EQ(m.rfind(origin + ": ", 0), 0u) << what << ": " << m.substr(0, 200);
+        EXPECT_EQ(m.find_first_of("\n\r"), std::string::npos) << what << ": " << m.substr(0, 200);
+        EXPECT_LT(m.size(), 400u) << what << ": " << m.substr(0, 200);
+        return;
+    }
+    const std::string again = deploy_config_to_json(*r);
+    auto back = deploy_config_from_json(again, origin);
+    ASSERT_TRUE(back.ok()) << what << ": accepted, but its export is refused: " << back.message();
+    EXPECT_EQ(*back, *r) << what;
+}
+
+}  // namespace
+
+TEST(DeployConfig, EveryFieldDeletedRetypedOrOutOfRange) {
+    const std::string text = exported_config_text();
+    ASSERT_FALSE(text.empty());
+    const std::string origin = "/some dir/tuned.json";
+    ASSERT_TRUE(deploy_config_from_json(text, origin).ok());
+    using ojson = nlohmann::ordered_json;
+    const ojson doc = ojson::parse(text);
+    std::vector<ojson::json_pointer> pointers;
+    collect_pointers(doc, ojson::json_pointer(), pointers);
+    ASSERT_GT(pointers.size(), 60u);
+
+    const std::string long_string(70000, 'y');
+    const std::vector<ojson> values = {
+        nullptr, true, false, 0, -1, -4096, INT64_MIN, UINT64_MAX, uint64_t{1} << 32, int64_t{1} << 31, 0.5, -0.5,
+        1e308, -1e308, 4e-320, "", "x", long_string, "line\nbreak \"quoted\" \u00e9 \t tab", "inf", "-inf", "nan",
+        ojson::array(), ojson::object(), ojson::array({1, 2}), ojson{{"a", 1}}};
+    // Tokens nlohmann_json would not produce: NaN/Infinity (not JSON), overflowing numbers, odd forms.
+    const std::vector<std::string> raw = {"NaN", "Infinity", "-Infinity", "1e999", "-1e999", "1e-999",
+                                          "123456789012345678901234567890", "-123456789012345678901234567890",
+                                          "-0", "0x10", "01", "+1", ".5", "\"unterminated"};
+    const std::string marker = "\"@@raw@@\"";
+    int cases = 0;
+    for (const auto& p : pointers) {
+        const std::string at = p.to_string();
+        {  // deleted: a missing key is refused (an array element may go, e.g. a device alias, and a
+           // per_layer entry: the method's own check names it when the config is instantiated)
+            ojson j = doc;
+            const ojson::json_pointer parent = p.parent_pointer();
+            const bool in_object = j[parent].is_object();
+            if (in_object)
+                j[parent].erase(p.back());
+            else
+                j[parent].erase(static_cast<size_t>(std::stoul(p.back())));
+            if (in_object && parent.to_string() != "/per_layer") {
+                EXPECT_FALSE(deploy_config_from_json(j.dump(2), origin).ok()) << "deleted " << at;
+            }
+            expect_refused_or_round_trips(j.dump(2), origin, "deleted " + at);
+            ++cases;
+        }
+        for (size_t v = 0; v < values.size(); ++v) {
+            ojson j = doc;
+            j[p] = values[v];
+            expect_refused_or_round_trips(j.dump(2), origin, at + " = value #" + std::to_string(v));
+            ++cases;
+        }
+        for (const std::string& token : raw) {
+            ojson j = doc;
+            j[p] = "@@raw@@";
+            std::string s = j.dump(2);
+            s.replace(s.find(marker), marker.size(), token);
+            expect_refused_or_round_trips(s, origin, at + " = " + token);
+            ++cases;
+        }
+        if (doc[p].is_object()) {  // an unknown key inside each object
+            ojson j = doc;
+            j[p]["surprise\nkey"] = 1;
+            EXPECT_FALSE(deploy_config_from_json(j.dump(2), origin).ok()) << at;
+            expect_refused_or_round_trips(j.dump(2), origin, at + " + unknown key");
+            ++cases;
+        }
+    }
+    EXPECT_GT(cases, 2000);
+}
+
+TEST(DeployConfig, ExportedFileTruncatedOrScribbledIsRefusedOnOneLine) {
+    const std::string text = exported_config_text();
+    ASSERT_FALSE(text.empty());
+    const std::string dir = fx().dir + "/cut";
+    fs::create_directories(dir);
+    const std::string path = dir + "/cut.json";
+    // Through the file reader too: every 7th-byte truncation of the real file.
+    for (size_t n = 0; n < text.size(); n += 7) {
+        spit(path, text.substr(0, n));
+        auto r = deploy_config_read(path);
+        ASSERT_FALSE(r.ok()) << "truncated at " << n;
+        EXPECT_EQ(r.message().rfind(path + ": ", 0), 0u) << r.message();
+        EXPECT_EQ(r.message().find('\n'), std::string::npos) << r.message();
+    }
+    // Random bytes over random spans of the text.
+    std::mt19937 rng(9);
+    for (int i = 0; i < 300; ++i) {
+        std::string s = text;
+        const size_t at = rng() % s.size(), len = 1 + rng() % 16;
+        for (size_t k = at; k < std::min(s.size(), at + len); ++k) s[k] = static_cast<char>(rng() % 256);
+        expect_refused_or_round_trips(s, "scribbled.json", "scribble at " + std::to_string(at));
+    }
+}
+
+namespace {
+
 // The parts of JSON Schema the config's schema uses: type, const, enum, required, properties,
 // additionalProperties, items, anyOf, minimum/maximum, $ref to #/$defs. Returns the first violation.
 std::string check(const nlohmann::json& s, const nlohmann::json& v, const nlohmann::json& root, const std::string& at) {
@@ -368,4 +526,22 @@ TEST(DeployConfig, MeasureThenInstantiateResolvesTheSameValues) {
     auto cancelled = measure_expectations(f.m, c, &f.cal, tokens, p);
     ASSERT_FALSE(cancelled.ok());
     EXPECT_TRUE(cancelled.cancelled());
+}
+
+TEST(DeployConfig, NamesThatAreNotUtf8AreWrittenNotThrown) {
+    const fixture& f = fx();
+    deploy_config c = sample();
+    c.model.file_name = "mod\xe8le.gguf";  // a Latin-1 file name
+    c.note = "caf\xe9";
+    c.expected.eval_text = "\xff.txt";
+    std::string text;
+    ASSERT_NO_THROW(text = deploy_config_to_json(c));
+    auto back = deploy_config_from_json(text, "t.json");
+    ASSERT_TRUE(back.ok()) << back.message();
+    EXPECT_EQ(back->model.file_name, "mod\xef\xbf\xbdle.gguf");  // U+FFFD
+    EXPECT_EQ(back->note, "caf\xef\xbf\xbd");
+    const std::string dir = f.dir + "/latin1";
+    fs::create_directories(dir);
+    ASSERT_TRUE(deploy_config_write(dir + "/tuned.json", c, &f.cal).ok());
+    EXPECT_TRUE(deploy_config_read(dir + "/tuned.json").ok());
 }
