@@ -298,30 +298,33 @@ generation_id EngineController::evaluate(const evaluate_request& req, const QStr
 
 generation_id EngineController::calibrate() {
     auto text = m_evalText;
-    return post(tagCalibrate, [this, text](job& j) {
-        if (!text) return deliverError(j, "calibrate: no text", false);
-        auto r = m_engine->calibrate(*text, hooksFor(j));
-        if (!r) return deliverError(j, r.message(), r.cancelled());
-        const QString desc = QString::fromStdString(r.value());
-        deliver(j.tag, j.generation, [this, desc] {
-            emit calibrationChanged(true, desc);
-            emit taskFinished(QString::fromLatin1(taskCalibrate), true, desc);
-        });
-    }, taskCalibrate);
+    return postCalibration([text]() -> result<std::shared_ptr<const detail::eval_text>> {
+        if (!text) return error{"calibrate: no text"};
+        return text;
+    });
 }
 
 generation_id EngineController::calibrate(const QString& textPath) {
     const std::string path = textPath.toStdString();
-    return post(tagCalibrate, [this, path](job& j) {
-        // Read here, not on the GUI thread: calibration texts may be large.
+    return postCalibration([path]() -> result<std::shared_ptr<const detail::eval_text>> {
+        // Read here, on the engine thread, not on the GUI thread: calibration texts may be large.
         std::ifstream f(path, std::ios::binary);
-        if (!f) return deliverError(j, path + ": cannot open the calibration text", false);
-        detail::eval_text text;
-        text.bytes.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-        if (text.bytes.empty()) return deliverError(j, path + ": the calibration text is empty", false);
-        text.name = std::filesystem::path(path).filename().string();
-        text.hash = fnv1a64(text.bytes.data(), text.bytes.size());
-        auto r = m_engine->calibrate(text, hooksFor(j));
+        if (!f) return error{path + ": cannot open the calibration text"};
+        auto text = std::make_shared<detail::eval_text>();
+        text->bytes.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+        if (text->bytes.empty()) return error{path + ": the calibration text is empty"};
+        text->name = std::filesystem::path(path).filename().string();
+        text->hash = fnv1a64(text->bytes.data(), text->bytes.size());
+        return std::shared_ptr<const detail::eval_text>(std::move(text));
+    });
+}
+
+generation_id EngineController::postCalibration(
+    std::function<result<std::shared_ptr<const detail::eval_text>>()> text_source) {
+    return post(tagCalibrate, [this, text_source = std::move(text_source)](job& j) {
+        auto text = text_source();
+        if (!text) return deliverError(j, text.message(), false);
+        auto r = m_engine->calibrate(**text, hooksFor(j));
         if (!r) return deliverError(j, r.message(), r.cancelled());
         const QString desc = QString::fromStdString(r.value());
         deliver(j.tag, j.generation, [this, desc] {

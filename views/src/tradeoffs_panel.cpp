@@ -55,6 +55,20 @@ int method_rank(const std::string& m) {
 
 constexpr double log_floor_ppl = 1e-4, log_floor_kld = 1e-6;
 
+// A base-10 log axis from a power of ten to a power of ten, so the labels sit on the range's ends and
+// decades (the epsilon keeps an exact power of ten from rounding out to the next decade).
+QLogValueAxis* decade_axis(double min, double max, const QString& title) {
+    auto* l = new QLogValueAxis;
+    l->setBase(10);
+    l->setLabelFormat("%g");
+    l->setMinorTickCount(8);
+    const double lo = std::pow(10.0, std::floor(std::log10(min) + 1e-9));
+    const double hi = std::pow(10.0, std::ceil(std::log10(max) - 1e-9));
+    l->setRange(lo, hi > lo ? hi : lo * 10);
+    l->setTitleText(title);
+    return l;
+}
+
 }  // namespace
 
 TradeoffsPanel::TradeoffsPanel(QWidget* parent) : QWidget(parent) {
@@ -404,16 +418,7 @@ void TradeoffsPanel::rebuild() {
                                                    : tr("MLP density read");
     QAbstractAxis* ax = nullptr;
     if (m_logX) {
-        auto* l = new QLogValueAxis;
-        l->setBase(10);
-        l->setLabelFormat("%g");
-        l->setMinorTickCount(8);
-        // From a power of ten to a power of ten: the labels sit on the range's ends and decades.
-        const double lo = std::pow(10.0, std::floor(std::log10(xmin) + 1e-9));
-        const double hi = std::pow(10.0, std::ceil(std::log10(xmax) - 1e-9));
-        l->setRange(lo, hi > lo ? hi : lo * 10);
-        l->setTitleText(xtitle + tr(" (log)"));
-        ax = l;
+        ax = decade_axis(xmin, xmax, xtitle + tr(" (log)"));
     } else {
         const double span = xmax > xmin ? xmax - xmin : std::max(std::abs(xmax), 1.0);
         auto* v = new QValueAxis;
@@ -428,14 +433,7 @@ void TradeoffsPanel::rebuild() {
     QAbstractAxis* ay = nullptr;
     const QString ytitle = m_y == YAxis::DeltaPpl ? tr("ΔPPL vs dense") : tr("mean KL(dense ‖ method)");
     if (m_logY) {
-        auto* l = new QLogValueAxis;
-        l->setBase(10);
-        l->setLabelFormat("%g");
-        l->setMinorTickCount(8);
-        const double lo = std::pow(10.0, std::floor(std::log10(ymin))), hi = std::pow(10.0, std::ceil(std::log10(ymax)));
-        l->setRange(lo, hi > lo ? hi : lo * 10);
-        l->setTitleText(ytitle + tr(" (log)"));
-        ay = l;
+        ay = decade_axis(ymin, ymax, ytitle + tr(" (log)"));
     } else {
         // ΔPPL and KL of a sparse method are >= 0: the axis starts at 0 rather than padding below it.
         const double span = ymax > ymin ? ymax - ymin : std::max(std::abs(ymax), 1.0);

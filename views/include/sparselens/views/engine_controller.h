@@ -143,6 +143,8 @@ private:
     void deliver(const std::string& tag, generation_id gen, std::function<void()> fn);
     void deliverError(const job& j, const std::string& message, bool cancelled);
     detail::job_hooks hooksFor(job& j);
+    // The calibration job of both calibrate() overloads; `text_source` runs on the engine thread.
+    generation_id postCalibration(std::function<result<std::shared_ptr<const detail::eval_text>>()> text_source);
     void drainStream();
     void setBusy(bool busy);
 
