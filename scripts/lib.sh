@@ -63,3 +63,35 @@ sl_demo_model() {
     $get "$SL_TOKENIZER.part" https://github.com/karpathy/llama2.c/raw/master/tokenizer.bin && mv "$SL_TOKENIZER.part" "$SL_TOKENIZER"
   fi
 }
+
+# The llama.cpp peer (tests labelled `peer`, the --vs-llamacpp benchmarks): node-llama-cpp's prebuilt
+# CPU llama.cpp from the npm registry, pinned, into .peer/ (git-ignored). Only our harness in
+# tests/peer links it; the product never does. Nothing is built or downloaded beyond the registry.
+SL_PEER_VERSION="3.21.1"
+SL_PEER_DIR="${SPARSELENS_PEER_DIR:-$SL_ROOT/.peer}"
+
+sl_install_peer() {
+  local stamp="$SL_PEER_DIR/.installed-$SL_PEER_VERSION"
+  if [ -f "$stamp" ]; then
+    sl_log "llama.cpp peer present (node-llama-cpp@$SL_PEER_VERSION in ${SL_PEER_DIR#$SL_ROOT/})"
+    return 0
+  fi
+  if ! command -v npm >/dev/null; then
+    sl_log "npm not found: the llama.cpp peer tests will be skipped (install Node.js/npm to run them)"
+    return 0
+  fi
+  sl_log "installing the llama.cpp peer: node-llama-cpp@$SL_PEER_VERSION (npm registry) into ${SL_PEER_DIR#$SL_ROOT/}"
+  mkdir -p "$SL_PEER_DIR"
+  [ -f "$SL_PEER_DIR/package.json" ] || echo '{"name":"sparselens-peer","private":true}' > "$SL_PEER_DIR/package.json"
+  ( cd "$SL_PEER_DIR" && NODE_LLAMA_CPP_SKIP_DOWNLOAD=true npm install --no-audit --no-fund --ignore-scripts \
+      --omit=optional --save-exact "node-llama-cpp@$SL_PEER_VERSION" "@node-llama-cpp/linux-x64@$SL_PEER_VERSION" >/dev/null )
+  # llama.h and the ggml headers come from the llama.cpp source bundle the package ships.
+  local bundle="$SL_PEER_DIR/node_modules/node-llama-cpp/llama/gitRelease.bundle" src="$SL_PEER_DIR/src"
+  rm -rf "$src" "$SL_PEER_DIR/include"
+  git clone -q "$bundle" "$src" 2>/dev/null
+  mkdir -p "$SL_PEER_DIR/include"
+  cp "$src/include/llama.h" "$src"/ggml/include/ggml*.h "$src/ggml/include/gguf.h" "$SL_PEER_DIR/include/"
+  rm -rf "$src"
+  ln -sfn "$SL_PEER_DIR/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64" "$SL_PEER_DIR/lib"
+  touch "$stamp"
+}

@@ -6,6 +6,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 sl_install_deps
+sl_install_peer
 sl_build release
 run=(ctest --test-dir "$SL_ROOT/build/release" --output-on-failure -j "$(nproc)" "$@")
 if [[ -z "${DISPLAY:-}" ]] && command -v xvfb-run >/dev/null; then

@@ -17,9 +17,10 @@ struct run_result {
     std::string err;  // stderr
 };
 
-inline run_result run_cli(const std::string& args) {
+// Runs a shell command line; stdout and stderr captured.
+inline run_result run_command(const std::string& cmdline) {
     const std::string err_file = write_temp("cli_stderr.txt", {});
-    const std::string cmd = std::string(SPARSELENS_CLI) + " " + args + " 2>" + err_file;
+    const std::string cmd = cmdline + " 2>" + err_file;
     run_result r;
     FILE* p = popen(cmd.c_str(), "r");
     if (!p) return r;
@@ -32,6 +33,10 @@ inline run_result run_cli(const std::string& args) {
     r.err.assign(e.begin(), e.end());
     return r;
 }
+
+#ifdef SPARSELENS_CLI
+inline run_result run_cli(const std::string& args) { return run_command(std::string(SPARSELENS_CLI) + " " + args); }
+#endif
 
 // A shared fixture path, single-quoted for the shell.
 inline std::string q(const std::string& rel) { return "'" + shared_path(rel) + "'"; }
