@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Dense decode and prefill speed of SparseLens next to llama.cpp (the pinned peer) on the same GGUF files,
+# same machine, same threads, in one command. Runs alternate (ours, theirs, ours, ...) so drifting load
+# hits both alike; prints the median of each side and their ratio.
+#
+#   scripts/bench_vs_llamacpp.sh [--threads 2] [--rounds 6] [--prompt 128] [--gen 32] [--json] FILE.gguf...
+#
+# Needs a release build (scripts/test.sh or scripts/run.sh make one) and the peer (.peer/, installed by
+# scripts/test.sh). Never run it while something else compiles: the numbers would be noise.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+threads=2 rounds=6 prompt=128 gen=32 json=0 files=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --threads) threads="$2"; shift 2 ;;
+    --rounds) rounds="$2"; shift 2 ;;
+    --prompt) prompt="$2"; shift 2 ;;
+    --gen) gen="$2"; shift 2 ;;
+    --json) json=1; shift ;;
+    -h|--help) sed -n '2,9p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    *) files+=("$1"); shift ;;
+  esac
+done
+[ ${#files[@]} -gt 0 ] || { echo "bench_vs_llamacpp: no GGUF file given" >&2; exit 2; }
+ours="$SL_ROOT/build/release/app/sparselens"
+peer="$SL_ROOT/build/release/tests/peer/sl-llama-peer"
+[ -x "$ours" ] || { echo "bench_vs_llamacpp: $ours is missing: build first (scripts/test.sh)" >&2; exit 2; }
+[ -x "$peer" ] || { echo "bench_vs_llamacpp: $peer is missing: the llama.cpp peer is not built (scripts/test.sh installs it)" >&2; exit 2; }
+# Ours re-execs itself with OMP_WAIT_POLICY=passive (its default); llama.cpp runs with its own defaults
+# (its CPU backend uses OpenMP too, and a user would not set the variable for it).
+unset OMP_WAIT_POLICY
+
+python3 - "$ours" "$peer" "$threads" "$rounds" "$prompt" "$gen" "$json" "${files[@]}" <<'EOF'
+import json, statistics, subprocess, sys
+ours, peer, threads, rounds, prompt, gen, as_json = sys.argv[1:8]
+files = sys.argv[8:]
+rounds = int(rounds)
+
+def run(cmd):
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(f"bench_vs_llamacpp: {' '.join(cmd)} failed: {p.stderr.strip().splitlines()[-1] if p.stderr.strip() else p.returncode}")
+    return json.loads(p.stdout)
+
+rows = []
+for f in files:
+    o_pp, o_tg, t_pp, t_tg = [], [], [], []
+    for r in range(rounds):
+        o = run([ours, "bench", f, "--threads", threads, "--prompt-len", prompt, "--gen", gen, "--reps", "1", "--json"])
+        t = run([peer, "bench", f, "--threads", threads, "--prompt", prompt, "--gen", gen, "--reps", "1"])
+        o_pp.append(o["prefill_tokens_per_second"]); o_tg.append(o["decode_tokens_per_second"])
+        t_pp.append(t["prefill_tok_s"]); t_tg.append(t["decode_tok_s"])
+    med = statistics.median
+    rows.append({"file": f, "threads": int(threads), "rounds": rounds,
+                 "ours_decode": med(o_tg), "llamacpp_decode": med(t_tg), "decode_ratio": med(o_tg) / med(t_tg),
+                 "ours_prefill": med(o_pp), "llamacpp_prefill": med(t_pp), "prefill_ratio": med(o_pp) / med(t_pp),
+                 "ours_decode_all": o_tg, "llamacpp_decode_all": t_tg})
+if as_json == "1":
+    print(json.dumps(rows, indent=1))
+else:
+    print(f"{'file':40s} {'decode tok/s ours':>18s} {'llama.cpp':>10s} {'ratio':>6s}   {'prefill-'+prompt+' ours':>18s} {'llama.cpp':>10s} {'ratio':>6s}")
+    for r in rows:
+        name = r["file"].rsplit("/", 1)[-1]
+        print(f"{name:40s} {r['ours_decode']:18.2f} {r['llamacpp_decode']:10.2f} {r['decode_ratio']:6.2f}   "
+              f"{r['ours_prefill']:18.1f} {r['llamacpp_prefill']:10.1f} {r['prefill_ratio']:6.2f}")
+    print(f"medians of {rounds} alternating rounds, {threads} threads")
+EOF
