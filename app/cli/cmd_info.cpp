@@ -19,8 +19,9 @@ int run_info(const info_opts& o) {
     const model m = take(model_load(o.model_path));
     const model_hparams& hp = m.hp;
     const model_bytes b = model_count_bytes(m);
+    const std::vector<type_share> mix = model_type_mix(m);
     std::map<std::string, int> type_counts;
-    for (const tensor_record& t : m.tensors) type_counts[std::string(dtype_name(t.type))]++;
+    for (const type_share& s : mix) type_counts[std::string(dtype_name(s.type))] = s.tensors;
 
     if (o.json) {
         nlohmann::json j;
@@ -37,6 +38,11 @@ int run_info(const info_opts& o) {
         j["bytes"] = {{"attention", b.attention}, {"mlp", b.mlp}, {"embeddings", b.embeddings},
                       {"norms", b.norms}, {"total", b.total()}};
         j["tensor_types"] = type_counts;
+        nlohmann::json jm = nlohmann::json::array();
+        for (const type_share& s : mix)
+            jm.push_back({{"type", dtype_name(s.type)}, {"tensors", s.tensors}, {"elements", s.elements},
+                          {"bytes", s.bytes}, {"bits_per_weight", s.bits_per_weight()}});
+        j["type_mix"] = jm;
         j["embedded_vocab"] = m.vocab.tokens.size();
         nlohmann::json ts = nlohmann::json::array();
         for (const tensor_record& t : m.tensors)
@@ -55,9 +61,15 @@ int run_info(const info_opts& o) {
     std::printf("rope       theta %g over %d dims; rmsnorm eps %g; classifier %s\n", hp.rope_theta, hp.rope_dim,
                 hp.norm_eps, m.tied_output ? "tied to embedding" : "separate");
     std::printf("params     %.3f M\n", static_cast<double>(model_count_params(m)) / 1e6);
-    std::printf("types     ");
-    for (const auto& [t, n] : type_counts) std::printf(" %d x %s", n, t.c_str());
-    std::printf("\nbytes      attention %.2f MiB (%.1f%%), MLP %.2f MiB (%.1f%%), embeddings %.2f MiB (%.1f%%), norms %.3f MiB\n",
+    uint64_t stored = 0;
+    for (const type_share& s : mix) stored += s.bytes;
+    for (size_t i = 0; i < mix.size(); ++i) {
+        const type_share& s = mix[i];
+        std::printf("%-11s%-5s %4d tensors %10.2f MiB (%5.1f%%) %6.2f bits/weight\n", i ? "" : "types",
+                    std::string(dtype_name(s.type)).c_str(), s.tensors, mib(s.bytes),
+                    stored ? 100.0 * static_cast<double>(s.bytes) / static_cast<double>(stored) : 0.0, s.bits_per_weight());
+    }
+    std::printf("bytes      attention %.2f MiB (%.1f%%), MLP %.2f MiB (%.1f%%), embeddings %.2f MiB (%.1f%%), norms %.3f MiB\n",
                 mib(b.attention), pct(b.attention), mib(b.mlp), pct(b.mlp), mib(b.embeddings), pct(b.embeddings),
                 mib(b.norms));
     std::printf("           total %.2f MiB of weights; file %.2f MiB\n", mib(b.total()), mib(m.file_bytes));

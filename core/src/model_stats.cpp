@@ -1,6 +1,9 @@
 // Byte and parameter accounting used by `info`, `bench` and (later) the simulator's memory map.
 #include "sparselens/core/model_stats.h"
 
+#include <algorithm>
+#include <map>
+
 namespace sl {
 
 model_bytes model_count_bytes(const model& m) {
@@ -13,6 +16,23 @@ model_bytes model_count_bytes(const model& m) {
     if (!m.tied_output) b.embeddings += static_cast<uint64_t>(m.output.bytes());
     b.norms = static_cast<uint64_t>(m.hp.dim) * sizeof(float) * (2 * m.layers.size() + 1);
     return b;
+}
+
+std::vector<type_share> model_type_mix(const model& m) {
+    std::map<dtype, type_share> by_type;
+    for (const tensor_record& t : m.tensors) {
+        type_share& s = by_type[t.type];
+        s.type = t.type;
+        ++s.tensors;
+        uint64_t n = 1;
+        for (const int64_t d : t.shape) n *= static_cast<uint64_t>(std::max<int64_t>(d, 0));
+        s.elements += t.shape.empty() ? 0 : n;
+        s.bytes += t.bytes;
+    }
+    std::vector<type_share> mix;
+    for (const auto& [type, s] : by_type) mix.push_back(s);
+    std::stable_sort(mix.begin(), mix.end(), [](const type_share& a, const type_share& b) { return a.bytes > b.bytes; });
+    return mix;
 }
 
 uint64_t model_count_params(const model& m) {

@@ -62,6 +62,22 @@ TEST(Cli, InfoJsonReportsShapesAndBytes) {
     const uint64_t total = j["bytes"]["total"];
     EXPECT_EQ(total, j["bytes"]["attention"].get<uint64_t>() + j["bytes"]["mlp"].get<uint64_t>() +
                          j["bytes"]["embeddings"].get<uint64_t>() + j["bytes"]["norms"].get<uint64_t>());
+    // The type mix accounts for every stored tensor byte; Q8_0 blocks are 34 bytes per 32 weights.
+    uint64_t tensor_bytes = 0, mix_bytes = 0, prev = UINT64_MAX;
+    for (const auto& t : j["tensors"]) tensor_bytes += t["bytes"].get<uint64_t>();
+    for (const auto& s : j["type_mix"]) {
+        mix_bytes += s["bytes"].get<uint64_t>();
+        EXPECT_LE(s["bytes"].get<uint64_t>(), prev) << "largest share first";
+        prev = s["bytes"].get<uint64_t>();
+        if (s["type"] == "Q8_0") {
+            EXPECT_DOUBLE_EQ(s["bits_per_weight"].get<double>(), 8.5);
+        }
+        if (s["type"] == "F32") {
+            EXPECT_DOUBLE_EQ(s["bits_per_weight"].get<double>(), 32.0);
+        }
+    }
+    EXPECT_EQ(mix_bytes, tensor_bytes);
+    EXPECT_GE(j["type_mix"].size(), 2u);
 }
 
 TEST(Cli, PerplexityJson) {

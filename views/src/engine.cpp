@@ -117,9 +117,8 @@ result<std::shared_ptr<model_card>> engine::load(const std::string& path, const 
     card->has_calibration = cal.has_value();
     card->calibration_source = cal_source;
     card->tied_embeddings = m->tied_output;
-    std::map<std::string, int> types;
-    for (const tensor_record& t : m->tensors) ++types[std::string(dtype_name(t.type))];
-    for (const auto& [name, count] : types) card->tensor_types.push_back(name + " x " + std::to_string(count));
+    for (const type_share& s : model_type_mix(*m))
+        card->tensor_types.push_back({std::string(dtype_name(s.type)), s.tensors, s.bytes, s.bits_per_weight()});
 
     // Only now replace the previous model: a failed load leaves it usable.
     m_last.reset();

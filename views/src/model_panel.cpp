@@ -99,8 +99,8 @@ void ModelPanel::setModelCard(std::shared_ptr<const model_card> c) {
     auto share = [&](uint64_t b) {
         return QStringLiteral("%1 (%2%)").arg(formatBytes(double(b))).arg(total > 0 ? 100.0 * double(b) / total : 0, 0, 'f', 1);
     };
-    QStringList types;
-    for (const std::string& t : m.tensor_types) types << QString::fromStdString(t);
+    uint64_t stored = 0;
+    for (const model_card::type_share& t : m.tensor_types) stored += t.bytes;
     QString html = QStringLiteral("<b>%1</b><br><small>%2</small><table cellspacing='2'>").arg(
         QString::fromStdString(m.name).toHtmlEscaped(), QString::fromStdString(m.path).toHtmlEscaped());
     auto row = [&](const QString& k, const QString& v) {
@@ -114,7 +114,16 @@ void ModelPanel::setModelCard(std::shared_ptr<const model_card> c) {
     row(tr("vocabulary"), QString::number(m.vocab_size));
     row(tr("context"), QString::number(m.seq_len));
     row(tr("MLP weights"), QString::fromStdString(m.weight_type));
-    row(tr("tensor types"), types.join(QStringLiteral(", ")));
+    for (size_t i = 0; i < m.tensor_types.size(); ++i) {
+        const model_card::type_share& t = m.tensor_types[i];
+        row(i == 0 ? tr("tensor types") : QString(),
+            tr("%1: %2 tensors, %3 (%4%), %5 bits/weight")
+                .arg(QString::fromStdString(t.type))
+                .arg(t.tensors)
+                .arg(formatBytes(double(t.bytes)))
+                .arg(stored ? 100.0 * double(t.bytes) / double(stored) : 0.0, 0, 'f', 1)
+                .arg(t.bits_per_weight, 0, 'f', 2));
+    }
     row(tr("attention"), share(m.attention_bytes));
     row(tr("MLP"), share(m.mlp_bytes));
     row(tr("embeddings"), share(m.embedding_bytes) + (m.tied_embeddings ? tr(" (tied)") : QString()));

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "sparselens/core/model.h"
 
@@ -16,6 +17,19 @@ struct model_bytes {
 };
 
 model_bytes model_count_bytes(const model& m);
+
+// One weight type's share of the file: the tensor-type mix a model card shows (a Q4_K_M file is mostly
+// Q4_K with some Q6_K and F32 norms). Bytes are as stored, so bits per weight are the file's own.
+struct type_share {
+    dtype type = dtype::f32;
+    int32_t tensors = 0;
+    uint64_t elements = 0;
+    uint64_t bytes = 0;
+    double bits_per_weight() const { return elements ? 8.0 * static_cast<double>(bytes) / static_cast<double>(elements) : 0.0; }
+};
+
+// Every type present in m.tensors, largest share of bytes first.
+std::vector<type_share> model_type_mix(const model& m);
 
 // Parameters (elements) of the same components, independent of storage type.
 uint64_t model_count_params(const model& m);

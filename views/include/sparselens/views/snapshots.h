@@ -30,7 +30,13 @@ struct model_card {
     bool tied_embeddings = false;  // the classifier shares the token embedding (simulator memory map)
     std::string tokenizer_source;  // "embedded" or the tokenizer file used
     std::string calibration_source;  // the calibration file used (empty: none)
-    std::vector<std::string> tensor_types;  // "F32 x 12" ... one entry per weight type in the file
+    struct type_share {
+        std::string type;  // "Q4_K", "F32", ...
+        int32_t tensors = 0;
+        uint64_t bytes = 0;
+        double bits_per_weight = 0;
+    };
+    std::vector<type_share> tensor_types;  // the file's tensor-type mix, largest share of bytes first
 };
 
 // One token of the prompt or the generated text, with the per-token metrics the Prompt panel colours by.
