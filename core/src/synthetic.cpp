@@ -153,6 +153,7 @@ uint32_t llama_file_type(dtype t) {
         case dtype::q4_0: return 2;
         case dtype::q8_0: return 7;
         case dtype::bf16: return 32;
+        default: break;  // synthetic files are written only in encodable types
     }
     return 0;
 }

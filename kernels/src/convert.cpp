@@ -137,6 +137,10 @@ void quantize_row(dtype t, const float* src, void* dst, int64_t n) {
         }
         case dtype::q8_0: quantize_q8_0(src, static_cast<block_q8_0*>(dst), n / qk8_0); break;
         case dtype::q4_0: quantize_q4_0(src, static_cast<block_q4_0*>(dst), n / qk4_0); break;
+        default:  // not dtype_info(t).encodable: callers convert to dtype_layout_type(t) instead
+            assert(false && "quantize_row: type has no encoder");
+            std::memset(dst, 0, static_cast<size_t>(dtype_row_bytes(t, n)));
+            break;
     }
 }
 

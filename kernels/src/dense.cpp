@@ -17,8 +17,6 @@ constexpr int64_t min_bytes_per_thread = 64 * 1024;
 // gemm keeps a tile of this many f32 bytes hot in L2 while it streams every token past it.
 constexpr int64_t gemm_tile_bytes = 192 * 1024;
 
-bool is_quantized(dtype t) { return t == dtype::q8_0 || t == dtype::q4_0; }
-
 int pick_threads(int requested, int64_t work_bytes, int64_t row_units) {
     int nt = requested > 0 ? requested : omp_get_max_threads();
     nt = static_cast<int>(std::min<int64_t>(nt, std::max<int64_t>(1, work_bytes / min_bytes_per_thread)));
@@ -89,7 +87,7 @@ void gemv(const tensor_view& w, const float* x, float* y, int n_threads) {
     }
     const detail::kernel_table& kt = detail::active_table();
     const detail::rows_fn fn = kt.rows[static_cast<int>(w.type)];
-    const bool quantized = is_quantized(w.type);
+    const bool quantized = dtype_is_quantized(w.type);
     const int64_t rb = w.row_bytes();
     const int nt = pick_threads(n_threads, w.bytes(), (w.rows + 3) / 4);
     // Each thread quantizes x into its own scratch (O(cols), tiny next to its rows): no serial
@@ -128,7 +126,7 @@ void gemm(const tensor_view& w, const float* x, int64_t n, float* y, int n_threa
         return;
     }
     const detail::kernel_table& kt = detail::active_table();
-    const bool quantized = is_quantized(w.type);
+    const bool quantized = dtype_is_quantized(w.type);
     // F16/BF16 rows are widened once per tile into f32 (exact), then run through the f32 kernel;
     // F32 and the integer-dot types use the weights in place.
     const bool widen = w.type == dtype::f16 || w.type == dtype::bf16;
