@@ -42,6 +42,7 @@ const std::vector<shape_row>& shapes() {
         {"llama-1b", make_hp(2048, 8192, 16, 32, 8, 32000, 2048, 500000.0f), true},
         {"llama-8b-layer", make_hp(4096, 14336, 1, 32, 8, 32000, 8192, 500000.0f), false},
         {"llama-8b-4layer", make_hp(4096, 14336, 4, 32, 8, 32000, 8192, 500000.0f), false},
+        {"small-512", make_hp(512, 1536, 4, 8, 4, 1024, 512, 10000.0f), false},
     };
     return rows;
 }

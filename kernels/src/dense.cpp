@@ -52,9 +52,9 @@ struct act_scratch {
     }
 
     // Quantizes token t of x (reserve() first); safe to call for different t concurrently.
-    void quantize(const detail::kernel_table& kt, const float* x, int64_t t, int64_t cols) {
+    void quantize(const detail::kernel_table& kt, dtype wt, const float* x, int64_t t, int64_t cols) {
         const int64_t nb = cols / 32;
-        kt.quantize_act(x + t * cols, cols, qs.data() + t * cols, d.data() + t * nb, s.data() + t * nb);
+        detail::quantize_act_for(wt, kt, x + t * cols, cols, qs.data() + t * cols, d.data() + t * nb, s.data() + t * nb);
         views[static_cast<size_t>(t)] = {qs.data() + t * cols, d.data() + t * nb, s.data() + t * nb};
     }
 };
@@ -97,7 +97,7 @@ void gemv(const tensor_view& w, const float* x, float* y, int n_threads) {
         if (quantized) {
             act_scratch& sc = thread_act_scratch();
             sc.reserve(1, w.cols);
-            sc.quantize(kt, x, 0, w.cols);
+            sc.quantize(kt, w.type, x, 0, w.cols);
             xa = sc.views.data();
         }
         fn(w.row(r0), rb, r1 - r0, w.cols, xa, y + r0);
@@ -143,7 +143,7 @@ void gemm(const tensor_view& w, const float* x, int64_t n, float* y, int n_threa
     {
         if (quantized) {
 #pragma omp for schedule(static)
-            for (int64_t t = 0; t < n; ++t) acts.quantize(kt, x, t, w.cols);
+            for (int64_t t = 0; t < n; ++t) acts.quantize(kt, w.type, x, t, w.cols);
         }  // implicit barrier: every token is quantized before any tile uses it
         int64_t r0, r1;
         split_rows(w.rows, omp_get_num_threads(), omp_get_thread_num(), r0, r1);

@@ -57,4 +57,9 @@ void add_unpacked_rows_avx2(kernel_table& k);
 // (ties to even), d = amax / 127, s = d * sum(q). The SIMD versions compute exactly this.
 void quantize_act_q8(const float* x, int64_t n, int8_t* qs, float* d, float* s);
 
+// Quantizes activations for weights of type t (quantized) the way ggml's CPU backend does for that
+// type (act_kind in quant_unpack.h), through kt.quantize_act where that is the first step. n is a
+// multiple of dtype_block_elems(t). Bit-identical across ISAs.
+void quantize_act_for(dtype t, const kernel_table& kt, const float* x, int64_t n, int8_t* qs, float* d, float* s);
+
 }  // namespace sl::kernels::detail

@@ -203,18 +203,18 @@ const quant_traits& quant_info(dtype t) {
         k_none,                            // f32
         k_none,                            // f16
         k_none,                            // bf16
-        {unpack_q8_0, false, false},       // q8_0
-        {unpack_q4_0, false, false},       // q4_0
-        {unpack_q4_1, true, false},        // q4_1
-        {unpack_q5_0, false, false},       // q5_0
-        {unpack_q5_1, true, false},        // q5_1
-        {unpack_q2_k, true, true},         // q2_k
-        {unpack_q3_k, false, false},       // q3_k
-        {unpack_q4_k, true, false},        // q4_k
-        {unpack_q5_k, true, false},        // q5_k
-        {unpack_q6_k, false, false},       // q6_k
-        {unpack_iq4_nl, false, false},     // iq4_nl
-        {unpack_iq4_xs, false, false},     // iq4_xs
+        {unpack_q8_0, act_kind::q8_f32, false, false},
+        {unpack_q4_0, act_kind::q8_f32, false, false},
+        {unpack_q4_1, act_kind::q8_1, true, false},
+        {unpack_q5_0, act_kind::q8_0, false, false},
+        {unpack_q5_1, act_kind::q8_1, true, false},
+        {unpack_q2_k, act_kind::q8_k, true, true},
+        {unpack_q3_k, act_kind::q8_k, false, false},
+        {unpack_q4_k, act_kind::q8_k, true, false},
+        {unpack_q5_k, act_kind::q8_k, true, false},
+        {unpack_q6_k, act_kind::q8_k, false, false},
+        {unpack_iq4_nl, act_kind::q8_0, false, false},
+        {unpack_iq4_xs, act_kind::q8_k, false, false},
     };
     return table[static_cast<int>(t)];
 }

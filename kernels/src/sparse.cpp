@@ -62,13 +62,13 @@ struct act_buffer {
     std::vector<float> d, s;
     q8_act view;
 
-    const q8_act* quantize(const float* x, int64_t n) {
+    const q8_act* quantize(dtype wt, const float* x, int64_t n) {
         if (qs.size() < static_cast<size_t>(n)) {
             qs.resize(static_cast<size_t>(n));
             d.resize(static_cast<size_t>(n / 32));
             s.resize(static_cast<size_t>(n / 32));
         }
-        detail::active_table().quantize_act(x, n, qs.data(), d.data(), s.data());
+        detail::quantize_act_for(wt, detail::active_table(), x, n, qs.data(), d.data(), s.data());
         view = {qs.data(), d.data(), s.data()};
         return &view;
     }
@@ -217,7 +217,7 @@ void gemv_output_sparse(const tensor_view& w, const float* x, const int32_t* idx
     const detail::rows_fn fn = kt.rows[static_cast<int>(w.type)];
     const detail::dots_fn dots = detail::active_sparse_table().dots[static_cast<int>(w.type)];
     // Quantized weights: x is quantized once, here, and shared read-only by the workers.
-    const void* xa = dtype_is_quantized(w.type) ? static_cast<const void*>(thread_acts().quantize(x, w.cols)) : x;
+    const void* xa = dtype_is_quantized(w.type) ? static_cast<const void*>(thread_acts().quantize(w.type, x, w.cols)) : x;
     const int64_t rb = w.row_bytes();
     const int nt = pick_threads(n_threads, n_idx * rb, n_idx);
     // Short rows prefetch several rows ahead so ~4 KiB is always in flight.
@@ -293,7 +293,7 @@ void fused_sparse_mlp(const bundle_view& b, const float* x, const int32_t* idx, 
         auto* qs = reinterpret_cast<int8_t*>(base);
         float* d = base + dim / 4;
         float* s = d + dim / 32;
-        kt.quantize_act(x, dim, qs, d, s);
+        detail::quantize_act_for(b.type, kt, x, dim, qs, d, s);
         acts = {qs, d, s};
         xa = &acts;
     }

@@ -159,4 +159,43 @@ inline std::vector<double> ref_decode(const tensor_view& v) {
     return out;
 }
 
+// ggml's activation partner of each type: Q8_K (per 256) for the K-quants and IQ4_XS, Q8_1 for
+// Q4_1/Q5_1, Q8_0 (fp16 scale) for Q5_0/IQ4_NL.
+inline bool act_per_256(dtype t) { return dtype_block_elems(t) == 256; }
+inline bool act_q8_1(dtype t) { return t == dtype::q4_1 || t == dtype::q5_1; }
+
+// The activations the kernels multiply with for weights of type t, written from ggml's definitions:
+// Q8_K: iscale = -127/max by the signed max, q = round(iscale x) capped at 127, d = 1/iscale;
+// Q8_0/Q8_1: d = amax/127 rounded to fp16, q = round(x * 127/amax). (Q8_1's fp16 s = d*sum is not
+// representable as values: tests widen their bound for those types.)
+inline std::vector<double> quantized_x_for(dtype t, const std::vector<float>& x) {
+    if (t == dtype::q8_0 || t == dtype::q4_0) return quantized_x(x);  // f32 scales (see dense_internal.h)
+    if (!act_per_256(t)) {
+        std::vector<double> out = quantized_x(x);
+        for (size_t b = 0; b < x.size() / 32; ++b) {
+            float amax = 0.0f;
+            for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[b * 32 + j]));
+            const float d = amax / 127.0f;
+            const double d16 = half_value(kernels::fp32_to_fp16(d));
+            for (int j = 0; j < 32; ++j) out[b * 32 + j] = d == 0.0f ? 0.0 : out[b * 32 + j] / static_cast<double>(d) * d16;
+        }
+        return out;
+    }
+    std::vector<double> out(x.size());
+    for (size_t b = 0; b < x.size() / 256; ++b) {
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < 256; ++j)
+            if (std::fabs(x[b * 256 + j]) > amax) {
+                amax = std::fabs(x[b * 256 + j]);
+                max = x[b * 256 + j];
+            }
+        const float iscale = amax == 0.0f ? 0.0f : -127.0f / max;
+        for (int j = 0; j < 256; ++j) {
+            const float q = std::min(127.0f, std::nearbyint(iscale * x[b * 256 + j]));
+            out[b * 256 + j] = amax == 0.0f ? 0.0 : static_cast<double>(1.0f / iscale) * q;
+        }
+    }
+    return out;
+}
+
 }  // namespace sl::kernel_test
