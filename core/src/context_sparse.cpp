@@ -13,9 +13,11 @@ namespace sl {
 
 namespace {
 
-// Input-major copies keep the weight type when the output length allows its blocks; otherwise F32.
+// Input-major copies keep the weight type (Q8_0 for types we cannot encode, e.g. K-quants) when the
+// output length allows its blocks; otherwise F32.
 dtype input_major_type(const tensor_view& w) {
-    return w.rows % dtype_block_elems(w.type) == 0 ? w.type : dtype::f32;
+    const dtype t = dtype_layout_type(w.type);
+    return w.rows % dtype_block_elems(t) == 0 ? t : dtype::f32;
 }
 
 const tensor_view& proj_view(const layer_weights& lw, proj p) {

@@ -13,10 +13,11 @@ namespace sl {
 namespace {
 
 // The bundle type: the weights' own when all three share it and dim is whole blocks of it, so copies
-// are memcpys of the original bytes; otherwise F32, which represents every source type exactly.
+// are memcpys of the original bytes (Q8_0 for types we cannot encode, e.g. K-quants); otherwise F32,
+// which represents every source type exactly.
 dtype pick_bundle_type(const layer_weights& lw, int64_t dim) {
-    const dtype t = lw.w_gate.type;
-    if (lw.w_up.type != t || lw.w_down.type != t) return dtype::f32;
+    const dtype t = dtype_layout_type(lw.w_gate.type);
+    if (dtype_layout_type(lw.w_up.type) != t || dtype_layout_type(lw.w_down.type) != t) return dtype::f32;
     return dim % dtype_block_elems(t) == 0 ? t : dtype::f32;
 }
 

@@ -44,25 +44,17 @@ std::string ggml_type_label(uint32_t type_id) {
 }
 
 std::optional<dtype> dtype_from_ggml(uint32_t type_id) {
-    switch (type_id) {
-        case ggml_type_id::f32: return dtype::f32;
-        case ggml_type_id::f16: return dtype::f16;
-        case ggml_type_id::bf16: return dtype::bf16;
-        case ggml_type_id::q8_0: return dtype::q8_0;
-        case ggml_type_id::q4_0: return dtype::q4_0;
-        default: return std::nullopt;
-    }
+    for (int i = 0; i < n_dtypes; ++i)
+        if (k_dtype_traits[i].ggml_id == type_id) return static_cast<dtype>(i);
+    return std::nullopt;
 }
 
-uint32_t ggml_from_dtype(dtype t) {
-    switch (t) {
-        case dtype::f32: return ggml_type_id::f32;
-        case dtype::f16: return ggml_type_id::f16;
-        case dtype::bf16: return ggml_type_id::bf16;
-        case dtype::q8_0: return ggml_type_id::q8_0;
-        case dtype::q4_0: return ggml_type_id::q4_0;
-    }
-    return ggml_type_id::f32;
+uint32_t ggml_from_dtype(dtype t) { return dtype_info(t).ggml_id; }
+
+std::string supported_dtype_names() {
+    std::string s;
+    for (const dtype_traits& t : k_dtype_traits) s += (s.empty() ? "" : ", ") + std::string(t.name);
+    return s;
 }
 
 std::string_view gguf_type_name(gguf_type t) {

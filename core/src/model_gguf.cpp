@@ -92,7 +92,7 @@ private:
         }
         if (!dtype_from_ggml(ti->ggml_type))
             return fail("tensor '" + name + "' has unsupported type " + ggml_type_label(ti->ggml_type) +
-                        "; supported: F32, F16, BF16, Q8_0, Q4_0");
+                        "; supported: " + supported_dtype_names());
         if (trimmed(ti->shape) != trimmed(expected))
             return fail("tensor '" + name + "' has shape " + shape_text(ti->shape) + ", expected " + shape_text(expected));
         tensor_record r;

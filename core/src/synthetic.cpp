@@ -42,6 +42,7 @@ const std::vector<shape_row>& shapes() {
         {"llama-1b", make_hp(2048, 8192, 16, 32, 8, 32000, 2048, 500000.0f), true},
         {"llama-8b-layer", make_hp(4096, 14336, 1, 32, 8, 32000, 8192, 500000.0f), false},
         {"llama-8b-4layer", make_hp(4096, 14336, 4, 32, 8, 32000, 8192, 500000.0f), false},
+        {"small-512", make_hp(512, 1536, 4, 8, 4, 1024, 512, 10000.0f), false},
     };
     return rows;
 }
@@ -153,6 +154,7 @@ uint32_t llama_file_type(dtype t) {
         case dtype::q4_0: return 2;
         case dtype::q8_0: return 7;
         case dtype::bf16: return 32;
+        default: break;  // synthetic files are written only in encodable types
     }
     return 0;
 }

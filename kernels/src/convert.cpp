@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "dense_internal.h"
+#include "quant_unpack.h"
 
 namespace sl::kernels {
 namespace {
@@ -137,6 +138,10 @@ void quantize_row(dtype t, const float* src, void* dst, int64_t n) {
         }
         case dtype::q8_0: quantize_q8_0(src, static_cast<block_q8_0*>(dst), n / qk8_0); break;
         case dtype::q4_0: quantize_q4_0(src, static_cast<block_q4_0*>(dst), n / qk4_0); break;
+        default:  // not dtype_info(t).encodable: callers convert to dtype_layout_type(t) instead
+            assert(false && "quantize_row: type has no encoder");
+            std::memset(dst, 0, static_cast<size_t>(dtype_row_bytes(t, n)));
+            break;
     }
 }
 
@@ -156,6 +161,52 @@ void quantize_act_q8(const float* x, int64_t n, int8_t* qs, float* d, float* s) 
         }
         d[b] = amax / 127.0f;
         s[b] = d[b] * static_cast<float>(sum);
+    }
+}
+
+namespace {
+
+// ggml's quantize_row_q8_K: per 256, the signed value of largest magnitude (first one) sets
+// iscale = -127/max; q = round-half-even(iscale*x) capped at 127; d = 1/iscale.
+void quantize_act_q8k(const float* x, int64_t n, int8_t* qs, float* d, float* s) {
+    for (int64_t b = 0; b < n / qk_k; ++b) {
+        const float* xb = x + b * qk_k;
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < qk_k; ++j)
+            if (std::fabs(xb[j]) > amax) {
+                amax = std::fabs(xb[j]);
+                max = xb[j];
+            }
+        const float iscale = amax != 0.0f ? -127.0f / max : 0.0f;
+        const float db = amax != 0.0f ? 1.0f / iscale : 0.0f;
+        for (int k = 0; k < qk_k / 32; ++k) {
+            int32_t sum = 0;
+            for (int j = 32 * k; j < 32 * k + 32; ++j) {
+                const int8_t q = to_int8(std::fmin(127.0f, std::nearbyint(iscale * xb[j])));
+                qs[b * qk_k + j] = q;
+                sum += q;
+            }
+            d[b * 8 + k] = db;
+            s[b * 8 + k] = db * static_cast<float>(sum);
+        }
+    }
+}
+
+float round_fp16(float v) { return fp16_to_fp32(fp32_to_fp16(v)); }
+
+}  // namespace
+
+void quantize_act_for(dtype t, const kernel_table& kt, const float* x, int64_t n, int8_t* qs, float* d, float* s) {
+    const act_kind kind = quant_info(t).act;
+    if (kind == act_kind::q8_k) {
+        quantize_act_q8k(x, n, qs, d, s);
+        return;
+    }
+    kt.quantize_act(x, n, qs, d, s);
+    if (kind == act_kind::q8_f32) return;
+    for (int64_t b = 0; b < n / 32; ++b) {
+        if (kind == act_kind::q8_1) s[b] = round_fp16(s[b]);  // d * sum with the unrounded d, as ggml
+        d[b] = round_fp16(d[b]);
     }
 }
 

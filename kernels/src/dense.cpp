@@ -17,8 +17,6 @@ constexpr int64_t min_bytes_per_thread = 64 * 1024;
 // gemm keeps a tile of this many f32 bytes hot in L2 while it streams every token past it.
 constexpr int64_t gemm_tile_bytes = 192 * 1024;
 
-bool is_quantized(dtype t) { return t == dtype::q8_0 || t == dtype::q4_0; }
-
 int pick_threads(int requested, int64_t work_bytes, int64_t row_units) {
     int nt = requested > 0 ? requested : omp_get_max_threads();
     nt = static_cast<int>(std::min<int64_t>(nt, std::max<int64_t>(1, work_bytes / min_bytes_per_thread)));
@@ -54,9 +52,9 @@ struct act_scratch {
     }
 
     // Quantizes token t of x (reserve() first); safe to call for different t concurrently.
-    void quantize(const detail::kernel_table& kt, const float* x, int64_t t, int64_t cols) {
+    void quantize(const detail::kernel_table& kt, dtype wt, const float* x, int64_t t, int64_t cols) {
         const int64_t nb = cols / 32;
-        kt.quantize_act(x + t * cols, cols, qs.data() + t * cols, d.data() + t * nb, s.data() + t * nb);
+        detail::quantize_act_for(wt, kt, x + t * cols, cols, qs.data() + t * cols, d.data() + t * nb, s.data() + t * nb);
         views[static_cast<size_t>(t)] = {qs.data() + t * cols, d.data() + t * nb, s.data() + t * nb};
     }
 };
@@ -89,7 +87,7 @@ void gemv(const tensor_view& w, const float* x, float* y, int n_threads) {
     }
     const detail::kernel_table& kt = detail::active_table();
     const detail::rows_fn fn = kt.rows[static_cast<int>(w.type)];
-    const bool quantized = is_quantized(w.type);
+    const bool quantized = dtype_is_quantized(w.type);
     const int64_t rb = w.row_bytes();
     const int nt = pick_threads(n_threads, w.bytes(), (w.rows + 3) / 4);
     // Each thread quantizes x into its own scratch (O(cols), tiny next to its rows): no serial
@@ -99,7 +97,7 @@ void gemv(const tensor_view& w, const float* x, float* y, int n_threads) {
         if (quantized) {
             act_scratch& sc = thread_act_scratch();
             sc.reserve(1, w.cols);
-            sc.quantize(kt, x, 0, w.cols);
+            sc.quantize(kt, w.type, x, 0, w.cols);
             xa = sc.views.data();
         }
         fn(w.row(r0), rb, r1 - r0, w.cols, xa, y + r0);
@@ -128,7 +126,7 @@ void gemm(const tensor_view& w, const float* x, int64_t n, float* y, int n_threa
         return;
     }
     const detail::kernel_table& kt = detail::active_table();
-    const bool quantized = is_quantized(w.type);
+    const bool quantized = dtype_is_quantized(w.type);
     // F16/BF16 rows are widened once per tile into f32 (exact), then run through the f32 kernel;
     // F32 and the integer-dot types use the weights in place.
     const bool widen = w.type == dtype::f16 || w.type == dtype::bf16;
@@ -145,7 +143,7 @@ void gemm(const tensor_view& w, const float* x, int64_t n, float* y, int n_threa
     {
         if (quantized) {
 #pragma omp for schedule(static)
-            for (int64_t t = 0; t < n; ++t) acts.quantize(kt, x, t, w.cols);
+            for (int64_t t = 0; t < n; ++t) acts.quantize(kt, w.type, x, t, w.cols);
         }  // implicit barrier: every token is quantized before any tile uses it
         int64_t r0, r1;
         split_rows(w.rows, omp_get_num_threads(), omp_get_thread_num(), r0, r1);

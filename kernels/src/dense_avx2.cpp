@@ -105,6 +105,7 @@ const kernel_table& avx2_table() {
         k.quantize_act = quantize_act;
         k.stream_sum[0] = stream_sum<false>;
         k.stream_sum[1] = stream_sum<true>;
+        add_unpacked_rows_avx2(k);
         return k;
     }();
     return t;

@@ -96,6 +96,7 @@ const kernel_table& avx512_table() {
         k.dequant[2] = dequant_float<load_bf16>;
         k.stream_sum[0] = stream_sum<false>;
         k.stream_sum[1] = stream_sum<true>;
+        add_unpacked_rows_avx2(k);
         return k;
     }();
     return t;

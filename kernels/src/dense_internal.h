@@ -34,11 +34,11 @@ using stream_sum_fn = float (*)(const float* p, int64_t n);
 struct kernel_table {
     // Streaming kernels for gemv: one row at a time, so the weights are read as a single
     // sequential stream (interleaving 4 row streams measured 1.3-3x slower on the target CPU).
-    rows_fn rows[5] = {};  // indexed by dtype
+    rows_fn rows[n_dtypes] = {};  // indexed by dtype
     // Same per-row arithmetic (bit-identical results) but several rows share each x load; for
     // gemm, whose weight tile is already in cache and which is compute-bound.
-    rows_fn rows_cached[5] = {};
-    dequant_fn dequant[5] = {};    // indexed by dtype; bit-identical across ISAs
+    rows_fn rows_cached[n_dtypes] = {};
+    dequant_fn dequant[n_dtypes] = {};  // indexed by dtype; bit-identical across ISAs
     quantize_act_fn quantize_act = nullptr;  // bit-identical across ISAs for finite x
     stream_sum_fn stream_sum[2] = {};
 };
@@ -49,8 +49,17 @@ const kernel_table& avx2_table();
 const kernel_table& avx512_table();
 const kernel_table& active_table();
 
+// Fills the entries of the types decoded through quant_unpack.h (all block types but Q8_0/Q4_0,
+// which keep their own kernels) with the AVX2 kernels; used by the AVX2 and AVX-512 tables.
+void add_unpacked_rows_avx2(kernel_table& k);
+
 // Scalar activation quantizer. Per block of 32: amax = max|x|, q = nearbyint(x * (127 / amax))
 // (ties to even), d = amax / 127, s = d * sum(q). The SIMD versions compute exactly this.
 void quantize_act_q8(const float* x, int64_t n, int8_t* qs, float* d, float* s);
+
+// Quantizes activations for weights of type t (quantized) the way ggml's CPU backend does for that
+// type (act_kind in quant_unpack.h), through kt.quantize_act where that is the first step. n is a
+// multiple of dtype_block_elems(t). Bit-identical across ISAs.
+void quantize_act_for(dtype t, const kernel_table& kt, const float* x, int64_t n, int8_t* qs, float* d, float* s);
 
 }  // namespace sl::kernels::detail

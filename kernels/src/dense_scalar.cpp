@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "dense_internal.h"
+#include "quant_unpack.h"
 
 namespace sl::kernels::detail {
 namespace {
@@ -106,6 +107,49 @@ void dequant_q4_0(const void* src, float* dst, int64_t n) {
     }
 }
 
+// Every other block type: decode each block into the common (q, a, b) form, then the reference
+// integer dot. Slow but exact, and the definition the SIMD kernels are tested against.
+template <dtype T>
+void rows_unpacked(const uint8_t* w, int64_t rb, int64_t n_rows, int64_t cols, const void* xv, float* y) {
+    const auto* xa = static_cast<const q8_act*>(xv);
+    const quant_traits& qt = quant_info(T);
+    constexpr int64_t qk = dtype_block_elems(T), bytes = dtype_block_bytes(T);
+    int8_t q[qk_k];
+    float a[qk_k / 16], b[qk_k / 16];
+    for (int64_t r = 0; r < n_rows; ++r) {
+        const uint8_t* row = w + r * rb;
+        float acc = 0.0f;
+        for (int64_t blk = 0; blk < cols / qk; ++blk) {
+            qt.unpack(row + blk * bytes, q, a, b);
+            acc += unpacked_dot(qk, q, a, b, qt.has_min, xa->qs + blk * qk, xa->d + blk * qk / 32);
+        }
+        y[r] = acc;
+    }
+}
+
+// x = a*q (+ b): the same float operations as ggml's dequantizers, hence the same bits.
+template <dtype T>
+void dequant_unpacked(const void* src, float* dst, int64_t n) {
+    const quant_traits& qt = quant_info(T);
+    constexpr int64_t qk = dtype_block_elems(T), bytes = dtype_block_bytes(T);
+    int8_t q[qk_k];
+    float a[qk_k / 16], b[qk_k / 16];
+    for (int64_t blk = 0; blk < n / qk; ++blk) {
+        qt.unpack(static_cast<const uint8_t*>(src) + blk * bytes, q, a, b);
+        float* out = dst + blk * qk;
+        if (qt.has_min) {
+            for (int64_t i = 0; i < qk; ++i) out[i] = a[i / 16] * static_cast<float>(q[i]) + b[i / 16];
+        } else {
+            for (int64_t i = 0; i < qk; ++i) out[i] = a[i / 16] * static_cast<float>(q[i]);
+        }
+    }
+}
+
+template <dtype... Ts>
+void add_unpacked(kernel_table& k) {
+    ((k.rows[static_cast<int>(Ts)] = rows_unpacked<Ts>, k.dequant[static_cast<int>(Ts)] = dequant_unpacked<Ts>), ...);
+}
+
 float stream_sum(const float* p, int64_t n) {
     float acc[8] = {};
     for (int64_t i = 0; i < n; i += 8)
@@ -126,7 +170,9 @@ const kernel_table& scalar_table() {
         k.rows[2] = rows_bf16;
         k.rows[3] = rows_q8_0;
         k.rows[4] = rows_q4_0;
-        for (int i = 0; i < 5; ++i) k.rows_cached[i] = k.rows[i];
+        add_unpacked<dtype::q4_1, dtype::q5_0, dtype::q5_1, dtype::q2_k, dtype::q3_k, dtype::q4_k, dtype::q5_k,
+                     dtype::q6_k, dtype::iq4_nl, dtype::iq4_xs>(k);
+        for (int i = 0; i < n_dtypes; ++i) k.rows_cached[i] = k.rows[i];
         k.dequant[0] = dequant_f32;
         k.dequant[1] = dequant_f16;
         k.dequant[2] = dequant_bf16;

@@ -13,10 +13,6 @@
 namespace sl::kernels {
 namespace {
 
-[[maybe_unused]] bool is_quantized(dtype t) {
-    return t == dtype::q8_0 || t == dtype::q4_0;
-}
-
 // Output rows transposed per tile: a multiple of 32 so quantized destination blocks are whole.
 constexpr int64_t k_tile_rows = 64;
 
@@ -52,7 +48,7 @@ uint8_t* aligned_buffer(std::vector<uint8_t>& owner, int64_t bytes) {
 void transpose_into(const tensor_view& w, dtype type, uint8_t* dst, int64_t dst_stride) {
     const int64_t out = w.rows, in = w.cols;
     if (out <= 0 || in <= 0) return;
-    assert(!is_quantized(type) || out % 32 == 0);
+    assert(!dtype_is_quantized(type) || out % 32 == 0);
     const int64_t n_tiles = (out + k_tile_rows - 1) / k_tile_rows;
     const detail::dequant_fn decode = detail::active_table().dequant[static_cast<int>(w.type)];
 #pragma omp parallel if (n_tiles > 1)
@@ -96,7 +92,7 @@ void rows_into(const tensor_view& w, dtype type, uint8_t* dst, int64_t dst_strid
 
 owned_matrix to_input_major(const tensor_view& w, dtype type) {
     assert(w.cols % dtype_block_elems(w.type) == 0);
-    assert((!is_quantized(type) || w.rows % 32 == 0) && "quantized input-major needs outputs % 32 == 0");
+    assert((!dtype_is_quantized(type) || w.rows % 32 == 0) && "quantized input-major needs outputs % 32 == 0");
     owned_matrix m;
     m.view.type = type;
     m.view.rows = w.cols;
@@ -110,7 +106,7 @@ owned_matrix to_input_major(const tensor_view& w, dtype type) {
 owned_bundles make_bundles(const tensor_view& gate, const tensor_view& up, const tensor_view& down, dtype type) {
     assert(gate.rows == up.rows && gate.cols == up.cols && "gate and up must have the same shape");
     assert(down.rows == gate.cols && down.cols == gate.rows && "down must be [dim, hidden]");
-    assert((!is_quantized(type) || gate.cols % 32 == 0) && "quantized bundles need dim % 32 == 0");
+    assert((!dtype_is_quantized(type) || gate.cols % 32 == 0) && "quantized bundles need dim % 32 == 0");
     owned_bundles b;
     b.view.type = type;
     b.view.n_neurons = gate.rows;

@@ -32,10 +32,6 @@ constexpr int64_t k_min_slice_bytes = 4096;
 // 4-32 KiB measured alike, T0 hints beat T1/T2 by 15-20%.
 constexpr int64_t k_prefetch_bytes = 4096;
 
-bool is_quantized(dtype t) {
-    return t == dtype::q8_0 || t == dtype::q4_0;
-}
-
 int pick_threads(int requested, int64_t work_bytes, int64_t units) {
     int nt = requested > 0 ? requested : omp_get_max_threads();
     nt = static_cast<int>(std::min<int64_t>(nt, std::max<int64_t>(1, work_bytes / min_bytes_per_thread)));
@@ -66,13 +62,13 @@ struct act_buffer {
     std::vector<float> d, s;
     q8_act view;
 
-    const q8_act* quantize(const float* x, int64_t n) {
+    const q8_act* quantize(dtype wt, const float* x, int64_t n) {
         if (qs.size() < static_cast<size_t>(n)) {
             qs.resize(static_cast<size_t>(n));
             d.resize(static_cast<size_t>(n / 32));
             s.resize(static_cast<size_t>(n / 32));
         }
-        detail::active_table().quantize_act(x, n, qs.data(), d.data(), s.data());
+        detail::quantize_act_for(wt, detail::active_table(), x, n, qs.data(), d.data(), s.data());
         view = {qs.data(), d.data(), s.data()};
         return &view;
     }
@@ -221,7 +217,7 @@ void gemv_output_sparse(const tensor_view& w, const float* x, const int32_t* idx
     const detail::rows_fn fn = kt.rows[static_cast<int>(w.type)];
     const detail::dots_fn dots = detail::active_sparse_table().dots[static_cast<int>(w.type)];
     // Quantized weights: x is quantized once, here, and shared read-only by the workers.
-    const void* xa = is_quantized(w.type) ? static_cast<const void*>(thread_acts().quantize(x, w.cols)) : x;
+    const void* xa = dtype_is_quantized(w.type) ? static_cast<const void*>(thread_acts().quantize(w.type, x, w.cols)) : x;
     const int64_t rb = w.row_bytes();
     const int nt = pick_threads(n_threads, n_idx * rb, n_idx);
     // Short rows prefetch several rows ahead so ~4 KiB is always in flight.
@@ -293,11 +289,11 @@ void fused_sparse_mlp(const bundle_view& b, const float* x, const int32_t* idx, 
     float* base = scratch + (16 - reinterpret_cast<uintptr_t>(scratch) / 4 % 16) % 16;
     const void* xa = x;
     q8_act acts;
-    if (is_quantized(b.type)) {
+    if (dtype_is_quantized(b.type)) {
         auto* qs = reinterpret_cast<int8_t*>(base);
         float* d = base + dim / 4;
         float* s = d + dim / 32;
-        kt.quantize_act(x, dim, qs, d, s);
+        detail::quantize_act_for(b.type, kt, x, dim, qs, d, s);
         acts = {qs, d, s};
         xa = &acts;
     }

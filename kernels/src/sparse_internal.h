@@ -82,9 +82,15 @@ void gather_dots(const uint8_t* const* rows, const uint8_t* const* pf, int64_t n
 }
 
 struct sparse_table {
-    axpy_fn axpy[5] = {};  // indexed by dtype; 1 <= n_rows <= k_axpy_rows
-    dots_fn dots[5] = {};  // indexed by dtype; null (scalar ISA): the dense rows kernel is used
+    // Indexed by dtype; 1 <= n_rows <= k_axpy_rows. Only for types a layout can be written in
+    // (dtype_layout_type): input-major matrices and bundles of other types are stored as Q8_0.
+    axpy_fn axpy[n_dtypes] = {};
+    dots_fn dots[n_dtypes] = {};  // indexed by dtype; null (scalar ISA): the dense rows kernel is used
 };
+
+// Gathered-row dots of the types decoded through quant_unpack.h (quant_rows_avx2.cpp), for the
+// AVX2 and AVX-512 tables: the same row kernel as their dense rows, so results equal gemv's.
+void add_unpacked_dots_avx2(sparse_table& k);
 
 const sparse_table& sparse_scalar_table();
 const sparse_table& sparse_avx2_table();

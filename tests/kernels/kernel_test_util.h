@@ -84,6 +84,7 @@ inline double element(dtype t, const uint8_t* row, int64_t c) {
             const int j = static_cast<int>(c % 32);
             return half_value(b->d) * ((j < 16 ? (b->qs[j] & 15) : (b->qs[j - 16] >> 4)) - 8);
         }
+        default: break;  // other block types: quant_reference.h
     }
     return 0.0;
 }

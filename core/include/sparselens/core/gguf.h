@@ -42,6 +42,8 @@ std::string ggml_type_label(uint32_t type_id);
 // The weight types SparseLens computes with; nullopt for every other ggml type.
 std::optional<dtype> dtype_from_ggml(uint32_t type_id);
 uint32_t ggml_from_dtype(dtype t);
+// Names of the weight types the engine loads, comma-separated (for error messages).
+std::string supported_dtype_names();
 
 // ---- metadata values ---------------------------------------------------------------------------
 

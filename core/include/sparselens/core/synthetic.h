@@ -31,6 +31,8 @@ synthetic_params synthetic_default_params();
 //                   embedding/logit cost proportionate for sparsity benchmarks, which target the MLP.)
 //   llama-8b-layer  dim 4096, hidden 14336, 1 layer,   32/8 heads, vocab 32000, ctx 8192, theta 5e5, untied
 //   llama-8b-4layer the same with 4 layers
+//   small-512       dim 512,  hidden 1536,  4 layers,  8/4 heads, vocab 1024,  ctx 512,  theta 1e4, untied
+//                   (every row a multiple of 256: llama.cpp quantizes it to K-quants without fallbacks)
 std::vector<std::string> synthetic_shape_names();
 
 // Hyper-parameters of a named shape (vocab override applied when > 0).

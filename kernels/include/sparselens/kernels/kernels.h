@@ -25,10 +25,12 @@ uint16_t fp32_to_bf16(float f);  // round to nearest even
 // n must be a multiple of dtype_block_elems(t).
 void dequantize_row(dtype t, const void* src, float* dst, int64_t n);
 // Reference encoders with ggml's rounding (Q8_0: d = amax/127; Q4_0: d = max/-8 by signed max).
+// Only for types with dtype_info(t).encodable (F32, F16, BF16, Q8_0, Q4_0); copies of other types
+// are written as dtype_layout_type(t).
 void quantize_row(dtype t, const float* src, void* dst, int64_t n);
 
 // y[r] = sum_c W[r, c] * x[c] for every row r. n_threads <= 0 means OpenMP's default.
-// F32/F16/BF16 use f32 FMAs on the exact weights. Q8_0/Q4_0 first quantize x per block of 32
+// F32/F16/BF16 use f32 FMAs on the exact weights. Block types (Q8_0, Q4_0, K-quants, IQ4) first quantize x per block of 32
 // (d = max|x|/127, f32 scale) and use integer dot products, like ggml; this adds ~3e-5 relative
 // squared error for Gaussian-like x. Results do not depend on n_threads (bit-identical).
 void gemv(const tensor_view& w, const float* x, float* y, int n_threads);

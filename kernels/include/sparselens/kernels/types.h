@@ -8,10 +8,16 @@
 namespace sl {
 
 // Weight storage types. Block layouts are bit-identical to ggml's so GGUF tensors are used in place.
-enum class dtype : uint8_t { f32 = 0, f16 = 1, bf16 = 2, q8_0 = 3, q4_0 = 4 };
+// Values are stable (persisted in calibration fingerprints): new types are appended.
+enum class dtype : uint8_t {
+    f32 = 0, f16 = 1, bf16 = 2, q8_0 = 3, q4_0 = 4,
+    q4_1 = 5, q5_0 = 6, q5_1 = 7, q2_k = 8, q3_k = 9, q4_k = 10, q5_k = 11, q6_k = 12, iq4_nl = 13, iq4_xs = 14,
+};
+inline constexpr int n_dtypes = 15;
 
 inline constexpr int32_t qk8_0 = 32;  // elements per Q8_0 block
 inline constexpr int32_t qk4_0 = 32;  // elements per Q4_0 block
+inline constexpr int32_t qk_k = 256;  // elements per K-quant / IQ4_XS super-block
 
 // ggml block_q8_0: fp16 scale then 32 signed bytes; x = d * q.
 struct block_q8_0 {
@@ -28,42 +34,57 @@ struct block_q4_0 {
 };
 static_assert(sizeof(block_q4_0) == 18);
 
+// The other block layouts (byte offsets as ggml's structs; all fp16 fields little-endian). The
+// decoders in kernels/src/quant_unpack.cpp document each one's element formula.
+//   Q4_1   d, m, qs[16]                           x = d*nib + m
+//   Q5_0   d, qh[4], qs[16]                       x = d*(nib | bit<<4) - 16d
+//   Q5_1   d, m, qh[4], qs[16]                    x = d*(nib | bit<<4) + m
+//   Q2_K   scales[16], qs[64], d, dmin            x = d*sc*q2 - dmin*m      (16 sub-blocks of 16)
+//   Q3_K   hmask[32], qs[64], scales[12], d       x = d*(sc-32)*(q2 - 4*!h) (16 sub-blocks of 16)
+//   Q4_K   d, dmin, scales[12], qs[128]           x = d*sc*nib - dmin*m     (8 sub-blocks of 32)
+//   Q5_K   d, dmin, scales[12], qh[32], qs[128]   x = d*sc*q5 - dmin*m      (8 sub-blocks of 32)
+//   Q6_K   ql[128], qh[64], scales[16] (int8), d  x = d*sc*(q6 - 32)        (16 sub-blocks of 16)
+//   IQ4_NL d, qs[16]                              x = d*kvalues[nib]
+//   IQ4_XS d, scales_h, scales_l[4], qs[128]      x = d*(ls-32)*kvalues[nib] (8 sub-blocks of 32)
+
+// One row per type: a new type is a row here plus its decoder, never a copy of a kernel.
+struct dtype_traits {
+    std::string_view name;  // ggml's name
+    uint32_t ggml_id;       // GGUF tensor type id
+    int32_t block_elems;    // elements per storage block (1 for plain floating-point types)
+    int32_t block_bytes;    // bytes per storage block
+    bool encodable;         // quantize_row() can write it (else layouts re-encode as Q8_0)
+};
+
+inline constexpr dtype_traits k_dtype_traits[n_dtypes] = {
+    {"F32", 0, 1, 4, true},        {"F16", 1, 1, 2, true},        {"BF16", 30, 1, 2, true},
+    {"Q8_0", 8, 32, 34, true},     {"Q4_0", 2, 32, 18, true},     {"Q4_1", 3, 32, 20, false},
+    {"Q5_0", 6, 32, 22, false},    {"Q5_1", 7, 32, 24, false},    {"Q2_K", 10, 256, 84, false},
+    {"Q3_K", 11, 256, 110, false}, {"Q4_K", 12, 256, 144, false}, {"Q5_K", 13, 256, 176, false},
+    {"Q6_K", 14, 256, 210, false}, {"IQ4_NL", 20, 32, 18, false}, {"IQ4_XS", 23, 256, 136, false},
+};
+
+constexpr const dtype_traits& dtype_info(dtype t) { return k_dtype_traits[static_cast<int>(t)]; }
+
 // Elements per storage block (1 for plain floating-point types).
-constexpr int64_t dtype_block_elems(dtype t) {
-    switch (t) {
-        case dtype::q8_0: return qk8_0;
-        case dtype::q4_0: return qk4_0;
-        default: return 1;
-    }
-}
+constexpr int64_t dtype_block_elems(dtype t) { return dtype_info(t).block_elems; }
 
 // Bytes per storage block.
-constexpr int64_t dtype_block_bytes(dtype t) {
-    switch (t) {
-        case dtype::f32: return 4;
-        case dtype::f16: return 2;
-        case dtype::bf16: return 2;
-        case dtype::q8_0: return sizeof(block_q8_0);
-        case dtype::q4_0: return sizeof(block_q4_0);
-    }
-    return 0;
-}
+constexpr int64_t dtype_block_bytes(dtype t) { return dtype_info(t).block_bytes; }
+
+// Block-quantized (integer-dot kernels with int8 activations) rather than plain floating point.
+constexpr bool dtype_is_quantized(dtype t) { return dtype_info(t).block_elems > 1; }
+
+// The type transposed / converted copies (input-major matrices, neuron bundles) are written in:
+// the type itself when quantize_row() can encode it, otherwise Q8_0 (finer than every such type).
+constexpr dtype dtype_layout_type(dtype t) { return dtype_info(t).encodable ? t : dtype::q8_0; }
 
 // Bytes of one row of `cols` elements; cols must be a multiple of dtype_block_elems(t).
 constexpr int64_t dtype_row_bytes(dtype t, int64_t cols) {
     return cols / dtype_block_elems(t) * dtype_block_bytes(t);
 }
 
-constexpr std::string_view dtype_name(dtype t) {
-    switch (t) {
-        case dtype::f32: return "F32";
-        case dtype::f16: return "F16";
-        case dtype::bf16: return "BF16";
-        case dtype::q8_0: return "Q8_0";
-        case dtype::q4_0: return "Q4_0";
-    }
-    return "?";
-}
+constexpr std::string_view dtype_name(dtype t) { return dtype_info(t).name; }
 
 // A read-only 2-D weight matrix, row-major [rows = outputs, cols = inputs] (ggml: ne1 = rows,
 // ne0 = cols). Rows are contiguous and `row_bytes` apart.

@@ -1,0 +1,151 @@
+// Every block weight type beyond Q8_0/Q4_0 (K-quants, Q4_1/Q5_x, IQ4): dequantization, dense GEMV/GEMM
+// and the sparse kernels on every ISA this CPU has, against independent double-precision references.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+
+#include "quant_reference.h"
+#include "sparselens/kernels/sparse.h"
+
+namespace {
+
+using namespace sl;
+using namespace sl::kernel_test;
+namespace k = sl::kernels;
+
+class quant_type : public ::testing::TestWithParam<dtype> {};
+
+// y = W x in double over the decoded weights.
+std::vector<double> ref_gemv(const std::vector<double>& w, int64_t rows, int64_t cols, const std::vector<double>& x) {
+    std::vector<double> y(static_cast<size_t>(rows), 0.0);
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c) y[static_cast<size_t>(r)] += w[static_cast<size_t>(r * cols + c)] * x[static_cast<size_t>(c)];
+    return y;
+}
+
+TEST_P(quant_type, traits_match_ggml_layout) {
+    const dtype t = GetParam();
+    const auto& info = dtype_info(t);
+    EXPECT_TRUE(info.block_elems == 32 || info.block_elems == 256);
+    EXPECT_TRUE(dtype_is_quantized(t));
+    EXPECT_EQ(dtype_layout_type(t), dtype::q8_0);  // no encoder of our own: copies are Q8_0
+}
+
+TEST_P(quant_type, dequantize_matches_reference_on_every_isa) {
+    const dtype t = GetParam();
+    const int64_t qk = dtype_block_elems(t);
+    const matrix m = random_blocks(t, 1, 16 * qk, 11 + static_cast<int>(t));
+    const std::vector<double> ref = ref_decode(m.view);
+    isa_guard guard;
+    std::vector<float> first;
+    for (k::isa i : isas()) {
+        k::set_active_isa(i);
+        std::vector<float> y(static_cast<size_t>(m.view.cols));
+        k::dequantize_row(t, m.view.data, y.data(), m.view.cols);
+        for (size_t j = 0; j < y.size(); ++j) {
+            // f32 rounding of the scale products and of a*q + b: a few ulps of the operands.
+            const double tol = 1e-6 * (std::fabs(ref[j]) + 0.02 * 64);
+            ASSERT_NEAR(y[j], ref[j], tol) << dtype_name(t) << " element " << j << " isa " << k::isa_name(i);
+        }
+        if (first.empty()) first = y;
+        EXPECT_EQ(0, std::memcmp(first.data(), y.data(), y.size() * 4)) << "dequantization differs across ISAs";
+    }
+}
+
+TEST_P(quant_type, gemv_and_gemm_match_double_reference) {
+    const dtype t = GetParam();
+    const int64_t qk = dtype_block_elems(t);
+    isa_guard guard;
+    for (const auto& [rows, nblk] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {3, 2}, {7, 3}, {33, 5}, {64, 8}}) {
+        const int64_t cols = nblk * qk;
+        const matrix m = random_blocks(t, rows, cols, rows * 131 + nblk);
+        const std::vector<double> w = ref_decode(m.view);
+        const int64_t n_tok = 3;
+        std::vector<float> xs;
+        for (int64_t tk = 0; tk < n_tok; ++tk) {
+            const std::vector<float> x = make_x(cols, 900 + tk + rows);
+            xs.insert(xs.end(), x.begin(), x.end());
+        }
+        for (k::isa i : isas()) {
+            k::set_active_isa(i);
+            std::vector<float> yg(static_cast<size_t>(n_tok * rows));
+            k::gemm(m.view, xs.data(), n_tok, yg.data(), 2);
+            for (int64_t tk = 0; tk < n_tok; ++tk) {
+                const std::vector<float> x(xs.begin() + tk * cols, xs.begin() + (tk + 1) * cols);
+                std::vector<float> y(static_cast<size_t>(rows));
+                k::gemv(m.view, x.data(), y.data(), 1);
+                // Exactly the quantized activations the kernels use: only f32 accumulation error.
+                const std::vector<double> ref_q = ref_gemv(w, rows, cols, quantized_x_for(t, x));
+                EXPECT_LE(nmse(y.data(), ref_q), act_q8_1(t) ? 1e-6 : 1e-10) << dtype_name(t) << " " << rows << "x" << cols << " " << k::isa_name(i);
+                // Against the exact f32 x: activation quantization error only (~1e-4).
+                std::vector<double> xd(x.begin(), x.end());
+                EXPECT_LE(nmse(y.data(), ref_gemv(w, rows, cols, xd)), 2e-3) << dtype_name(t);
+                EXPECT_EQ(0, std::memcmp(y.data(), yg.data() + tk * rows, static_cast<size_t>(rows) * 4))
+                    << "gemm token " << tk << " differs from gemv, " << dtype_name(t) << " " << k::isa_name(i);
+            }
+        }
+    }
+}
+
+TEST_P(quant_type, output_sparse_equals_gemv_rows) {
+    const dtype t = GetParam();
+    const int64_t cols = 4 * dtype_block_elems(t), rows = 96;
+    const matrix m = random_blocks(t, rows, cols, 77);
+    const std::vector<float> x = make_x(cols, 78);
+    std::vector<int32_t> idx;
+    for (int32_t r = 0; r < rows; r += 3) idx.push_back(r);
+    idx.push_back(rows - 1);
+    isa_guard guard;
+    for (k::isa i : isas()) {
+        k::set_active_isa(i);
+        std::vector<float> dense(static_cast<size_t>(rows)), sparse(idx.size());
+        k::gemv(m.view, x.data(), dense.data(), 1);
+        k::gemv_output_sparse(m.view, x.data(), idx.data(), static_cast<int64_t>(idx.size()), sparse.data(), 2);
+        for (size_t j = 0; j < idx.size(); ++j)
+            EXPECT_EQ(sparse[j], dense[static_cast<size_t>(idx[j])]) << dtype_name(t) << " " << k::isa_name(i);
+    }
+}
+
+// Input-sparse and the fused MLP run on layouts re-encoded as dtype_layout_type (Q8_0): checked
+// against the double reference of the original weights within Q8_0 re-quantization error.
+TEST_P(quant_type, input_sparse_and_fused_mlp_on_layout_copies) {
+    const dtype t = GetParam();
+    const int64_t dim = 2 * dtype_block_elems(t), hidden = 256;
+    const matrix down = random_blocks(t, dim, hidden, 5);
+    const matrix gate = random_blocks(t, hidden, dim, 6), up = random_blocks(t, hidden, dim, 7);
+    const std::vector<double> wd = ref_decode(down.view), wg = ref_decode(gate.view), wu = ref_decode(up.view);
+    const std::vector<float> x = make_x(hidden, 8), xm = make_x(dim, 9);
+    std::vector<int32_t> idx;
+    for (int32_t j = 0; j < hidden; j += 2) idx.push_back(j);
+    const auto n = static_cast<int64_t>(idx.size());
+    // References: down restricted to active channels; the MLP over active neurons.
+    std::vector<double> xs(static_cast<size_t>(hidden), 0.0);
+    for (int32_t j : idx) xs[static_cast<size_t>(j)] = x[static_cast<size_t>(j)];
+    const std::vector<double> ref_in = ref_gemv(wd, dim, hidden, xs);
+    const std::vector<double> xmd(xm.begin(), xm.end());
+    const std::vector<double> g = ref_gemv(wg, hidden, dim, xmd), u = ref_gemv(wu, hidden, dim, xmd);
+    std::vector<double> act(static_cast<size_t>(hidden), 0.0);
+    for (int32_t j : idx) act[static_cast<size_t>(j)] = g[static_cast<size_t>(j)] / (1.0 + std::exp(-g[static_cast<size_t>(j)])) * u[static_cast<size_t>(j)];
+    const std::vector<double> ref_mlp = ref_gemv(wd, dim, hidden, act);
+
+    const dtype lt = dtype_layout_type(t);
+    const k::owned_matrix wt = k::to_input_major(down.view, lt);
+    const k::owned_bundles b = k::make_bundles(gate.view, up.view, down.view, lt);
+    isa_guard guard;
+    for (k::isa i : isas()) {
+        k::set_active_isa(i);
+        std::vector<float> y(static_cast<size_t>(dim));
+        k::gemv_input_sparse(wt.view, x.data(), idx.data(), n, y.data(), 2);
+        EXPECT_LE(nmse(y.data(), ref_in), 1e-4) << dtype_name(t) << " input-sparse " << k::isa_name(i);
+        std::vector<float> scratch(static_cast<size_t>(k::fused_mlp_scratch_floats(dim, 2)));
+        k::fused_sparse_mlp(b.view, xm.data(), idx.data(), n, y.data(), scratch.data(), nullptr, 2);
+        EXPECT_LE(nmse(y.data(), ref_mlp), 1e-3) << dtype_name(t) << " fused " << k::isa_name(i);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(new_types, quant_type, ::testing::ValuesIn(k_new_types),
+                         [](const auto& p) { return std::string(dtype_name(p.param)); });
+
+}  // namespace
