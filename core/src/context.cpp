@@ -1,4 +1,5 @@
-// The Llama forward pass: RMSNorm, interleaved-pair RoPE, GQA attention over a KV cache, SwiGLU MLP.
+// The dense forward pass: RMSNorm, RoPE, GQA attention over a KV cache, gated MLP (context_blocks.cpp has
+// the pieces that differ between architectures).
 #include "sparselens/core/context.h"
 
 #include <algorithm>
@@ -45,18 +46,7 @@ result<context> context::create(const model& m, const context_params& params) {
     c.m_k_cache.assign(kv_floats, 0.0f);
     c.m_v_cache.assign(kv_floats, 0.0f);
 
-    // Same float arithmetic as llama2.c run.c so positions rotate bit-identically.
-    const int32_t half = hp.rope_dim / 2;
-    c.m_rope_cos.resize(static_cast<size_t>(n_ctx) * half);
-    c.m_rope_sin.resize(static_cast<size_t>(n_ctx) * half);
-    for (int32_t pos = 0; pos < n_ctx; ++pos) {
-        for (int32_t j = 0; j < half; ++j) {
-            const float freq = 1.0f / std::pow(hp.rope_theta, static_cast<float>(2 * j) / static_cast<float>(hp.rope_dim));
-            const float val = static_cast<float>(pos) * freq;
-            c.m_rope_cos[static_cast<size_t>(pos) * half + j] = std::cos(val);
-            c.m_rope_sin[static_cast<size_t>(pos) * half + j] = std::sin(val);
-        }
-    }
+    c.build_rope_tables();
 
     const size_t b = static_cast<size_t>(c.m_batch);
     c.m_x.resize(b * hp.dim);
@@ -87,30 +77,10 @@ uint64_t context::decode_weight_bytes() const {
     return bytes;
 }
 
-void context::apply_rope(float* v, int32_t n_heads_v, int32_t n, int32_t pos0) const {
-    const model_hparams& hp = m_model->hp;
-    const int32_t hd = hp.head_dim();
-    const int32_t half = hp.rope_dim / 2;
-    for (int32_t t = 0; t < n; ++t) {
-        const float* cs = m_rope_cos.data() + static_cast<size_t>(pos0 + t) * half;
-        const float* sn = m_rope_sin.data() + static_cast<size_t>(pos0 + t) * half;
-        for (int32_t h = 0; h < n_heads_v; ++h) {
-            float* head = v + (static_cast<size_t>(t) * n_heads_v + h) * hd;
-            for (int32_t j = 0; j < half; ++j) {
-                const float v0 = head[2 * j];
-                const float v1 = head[2 * j + 1];
-                head[2 * j] = v0 * cs[j] - v1 * sn[j];
-                head[2 * j + 1] = v0 * sn[j] + v1 * cs[j];
-            }
-        }
-    }
-}
-
 void context::layer_forward(int32_t l, int32_t n, int32_t pos0) {
     const model_hparams& hp = m_model->hp;
     const layer_weights& lw = m_model->layers[static_cast<size_t>(l)];
     const int32_t dim = hp.dim;
-    const int32_t kv_dim = hp.kv_dim();
     const int32_t hidden = hp.hidden_dim;
 
     // Attention block.
@@ -119,32 +89,22 @@ void context::layer_forward(int32_t l, int32_t n, int32_t pos0) {
     project(lw.wq, m_xb.data(), n, m_q.data(), m_threads);
     project(lw.wk, m_xb.data(), n, m_k.data(), m_threads);
     project(lw.wv, m_xb.data(), n, m_v.data(), m_threads);
-    apply_rope(m_q.data(), hp.n_heads, n, pos0);
-    apply_rope(m_k.data(), hp.n_kv_heads, n, pos0);
-
-    const size_t layer_off = static_cast<size_t>(l) * m_n_ctx * kv_dim;
-    float* k_cache = m_k_cache.data() + layer_off;
-    float* v_cache = m_v_cache.data() + layer_off;
-    std::memcpy(k_cache + static_cast<size_t>(pos0) * kv_dim, m_k.data(), sizeof(float) * n * kv_dim);
-    std::memcpy(v_cache + static_cast<size_t>(pos0) * kv_dim, m_v.data(), sizeof(float) * n * kv_dim);
-
-    const kernels::attention_shape shape{hp.n_heads, hp.n_kv_heads, hp.head_dim()};
-    kernels::attention_causal(m_q.data(), k_cache, v_cache, pos0, n, shape, m_att.data(), m_scores.data(), m_threads);
-    observe(l, probe::attn_out, pos0, n, m_att.data(), dim);
+    finish_qkv(l, n, pos0);
+    attend(l, n, pos0);
     project(lw.wo, m_att.data(), n, m_proj.data(), m_threads);
-    for (size_t i = 0; i < static_cast<size_t>(n) * dim; ++i) m_x[i] += m_proj[i];
+    add_residual(lw.post_attn_norm, n);
 
-    // SwiGLU MLP block.
+    // Gated MLP block.
     kernels::rmsnorm_rows(m_xb.data(), m_x.data(), lw.ffn_norm, n, dim, hp.norm_eps);
     observe(l, probe::mlp_in, pos0, n, m_xb.data(), dim);
     project(lw.w_gate, m_xb.data(), n, m_gate.data(), m_threads);
     project(lw.w_up, m_xb.data(), n, m_up.data(), m_threads);
     observe(l, probe::gate_pre, pos0, n, m_gate.data(), hidden);
     observe(l, probe::up_pre, pos0, n, m_up.data(), hidden);
-    kernels::swiglu(m_gate.data(), m_gate.data(), m_up.data(), static_cast<int64_t>(n) * hidden);
+    glu(m_gate.data(), m_gate.data(), m_up.data(), static_cast<int64_t>(n) * hidden);
     observe(l, probe::glu, pos0, n, m_gate.data(), hidden);
     project(lw.w_down, m_gate.data(), n, m_proj.data(), m_threads);
-    for (size_t i = 0; i < static_cast<size_t>(n) * dim; ++i) m_x[i] += m_proj[i];
+    add_residual(lw.post_ffn_norm, n);
 }
 
 void context::forward_chunk(const int32_t* tokens, int32_t n, int32_t pos0, float* logits_out, bool all_logits) {
@@ -154,7 +114,10 @@ void context::forward_chunk(const int32_t* tokens, int32_t n, int32_t pos0, floa
     for (int32_t t = 0; t < n; ++t) {
         const int32_t tok = tokens[t];
         assert(tok >= 0 && tok < m.hp.vocab_size);
-        kernels::dequantize_row(m.tok_embd.type, m.tok_embd.row(tok), m_x.data() + static_cast<size_t>(t) * dim, dim);
+        float* x = m_x.data() + static_cast<size_t>(t) * dim;
+        kernels::dequantize_row(m.tok_embd.type, m.tok_embd.row(tok), x, dim);
+        if (m.arch.embd_scale != 1.0f)
+            for (int32_t i = 0; i < dim; ++i) x[i] *= m.arch.embd_scale;
     }
     if (m_method) {
         assert(n == 1);
@@ -171,6 +134,10 @@ void context::forward_chunk(const int32_t* tokens, int32_t n, int32_t pos0, floa
         const float* last = m_x.data() + static_cast<size_t>(n - 1) * dim;
         kernels::rmsnorm_rows(m_xb.data(), last, m.output_norm, 1, dim, m.hp.norm_eps);
         kernels::gemv(m.output, m_xb.data(), logits_out, m_threads);
+    }
+    if (const float cap = m.arch.final_softcap; cap > 0.0f) {
+        const size_t count = static_cast<size_t>(all_logits ? n : 1) * static_cast<size_t>(m.hp.vocab_size);
+        for (size_t i = 0; i < count; ++i) logits_out[i] = cap * std::tanh(logits_out[i] / cap);
     }
 }
 

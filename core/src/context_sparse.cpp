@@ -144,12 +144,12 @@ void context::mlp_sparse(int32_t l, const token_info& ti) {
 
     // GLU of the neurons computed; the others are exactly 0, as the skipped weights imply.
     if (rows2.all) {
-        kernels::swiglu(m_gate.data(), m_gate.data(), m_up.data(), hidden);
+        glu(m_gate.data(), m_gate.data(), m_up.data(), hidden);
     } else {
-        std::vector<float>& glu = m_compact;
-        std::fill(glu.begin(), glu.begin() + hidden, 0.0f);
-        for (int32_t j : rows2.idx) kernels::swiglu(&glu[static_cast<size_t>(j)], &m_gate[static_cast<size_t>(j)], &m_up[static_cast<size_t>(j)], 1);
-        std::copy(glu.begin(), glu.begin() + hidden, m_gate.begin());
+        std::vector<float>& out = m_compact;
+        std::fill(out.begin(), out.begin() + hidden, 0.0f);
+        for (int32_t j : rows2.idx) glu(&out[static_cast<size_t>(j)], &m_gate[static_cast<size_t>(j)], &m_up[static_cast<size_t>(j)], 1);
+        std::copy(out.begin(), out.begin() + hidden, m_gate.begin());
     }
     observe(l, probe::glu, ti.pos, 1, m_gate.data(), hidden);
 
@@ -165,7 +165,6 @@ void context::layer_forward_sparse(int32_t l, int32_t pos) {
     const layer_weights& lw = m_model->layers[static_cast<size_t>(l)];
     const layer_layouts& ll = m_layouts[static_cast<size_t>(l)];
     const int32_t dim = hp.dim;
-    const int32_t kv_dim = hp.kv_dim();
     auto layout = [&](proj p) { return ll.has[static_cast<int>(p)] ? &ll.t[static_cast<int>(p)] : nullptr; };
 
     m_masks.reset();
@@ -184,25 +183,16 @@ void context::layer_forward_sparse(int32_t l, int32_t pos) {
     project_in(lw.wq, layout(proj::q), m_masks.q_in, m_xb.data(), m_q.data(), m_threads);
     project_in(lw.wk, layout(proj::k), m_masks.k_in, m_xb.data(), m_k.data(), m_threads);
     project_in(lw.wv, layout(proj::v), m_masks.v_in, m_xb.data(), m_v.data(), m_threads);
-    apply_rope(m_q.data(), hp.n_heads, 1, pos);
-    apply_rope(m_k.data(), hp.n_kv_heads, 1, pos);
-
-    const size_t layer_off = static_cast<size_t>(l) * m_n_ctx * kv_dim;
-    float* k_cache = m_k_cache.data() + layer_off;
-    float* v_cache = m_v_cache.data() + layer_off;
-    std::memcpy(k_cache + static_cast<size_t>(pos) * kv_dim, m_k.data(), sizeof(float) * kv_dim);
-    std::memcpy(v_cache + static_cast<size_t>(pos) * kv_dim, m_v.data(), sizeof(float) * kv_dim);
-    const kernels::attention_shape shape{hp.n_heads, hp.n_kv_heads, hp.head_dim()};
-    kernels::attention_causal(m_q.data(), k_cache, v_cache, pos, 1, shape, m_att.data(), m_scores.data(), m_threads);
-    observe(l, probe::attn_out, pos, 1, m_att.data(), dim);
+    finish_qkv(l, 1, pos);
+    attend(l, 1, pos);
     if (m_traits.o_input) m_method->select_o_input(ti, {m_att.data(), static_cast<size_t>(dim)}, m_masks);
     project_in(lw.wo, layout(proj::o), m_masks.o_in, m_att.data(), m_proj.data(), m_threads);
-    for (int32_t i = 0; i < dim; ++i) m_x[static_cast<size_t>(i)] += m_proj[static_cast<size_t>(i)];
+    add_residual(lw.post_attn_norm, 1);
 
     kernels::rmsnorm_rows(m_xb.data(), m_x.data(), lw.ffn_norm, 1, dim, hp.norm_eps);
     observe(l, probe::mlp_in, pos, 1, m_xb.data(), dim);
     mlp_sparse(l, ti);
-    for (int32_t i = 0; i < dim; ++i) m_x[static_cast<size_t>(i)] += m_proj[static_cast<size_t>(i)];
+    add_residual(lw.post_ffn_norm, 1);
 
     const layer_density d = masks_density(m_masks, dim, hp.hidden_dim, m_traits.up_first);
     layer_density& sum = m_density_sum[static_cast<size_t>(l)];

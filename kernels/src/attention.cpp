@@ -13,25 +13,28 @@ int attention_threads(int n_threads) { return n_threads > 0 ? n_threads : omp_ge
 namespace {
 
 void attend_one(const float* q, const float* k_cache, const float* v_cache, int32_t n_pos, int32_t kv_stride,
-                int32_t head_dim, float* out, float* att) {
+                const attention_shape& shape, float* out, float* att) {
+    const int32_t head_dim = shape.head_dim;
     const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+    const int32_t first = shape.window > 0 ? std::max(0, n_pos - shape.window) : 0;
     float max_score = -INFINITY;
-    for (int32_t p = 0; p < n_pos; ++p) {
+    for (int32_t p = first; p < n_pos; ++p) {
         const float* k = k_cache + static_cast<int64_t>(p) * kv_stride;
         float s = 0.0f;
         for (int32_t i = 0; i < head_dim; ++i) s += q[i] * k[i];
         s *= scale;
+        if (shape.softcap > 0.0f) s = shape.softcap * std::tanh(s / shape.softcap);
         att[p] = s;
         max_score = std::max(max_score, s);
     }
     float sum = 0.0f;
-    for (int32_t p = 0; p < n_pos; ++p) {
+    for (int32_t p = first; p < n_pos; ++p) {
         att[p] = std::exp(att[p] - max_score);
         sum += att[p];
     }
     const float inv = 1.0f / sum;
     std::fill(out, out + head_dim, 0.0f);
-    for (int32_t p = 0; p < n_pos; ++p) {
+    for (int32_t p = first; p < n_pos; ++p) {
         const float* v = v_cache + static_cast<int64_t>(p) * kv_stride;
         const float a = att[p] * inv;
         for (int32_t i = 0; i < head_dim; ++i) out[i] += a * v[i];
@@ -57,7 +60,7 @@ void attention_causal(const float* q, const float* k_cache, const float* v_cache
         const int32_t g = h / group;
         float* att = scores + static_cast<int64_t>(omp_get_thread_num()) * max_pos;
         attend_one(q + static_cast<int64_t>(t) * q_stride + h * shape.head_dim, k_cache + g * shape.head_dim,
-                   v_cache + g * shape.head_dim, pos0 + t + 1, kv_stride, shape.head_dim,
+                   v_cache + g * shape.head_dim, pos0 + t + 1, kv_stride, shape,
                    out + static_cast<int64_t>(t) * q_stride + h * shape.head_dim, att);
     }
 }
@@ -78,6 +81,14 @@ void swiglu(float* y, const float* gate, const float* up, int64_t n) {
     for (int64_t i = 0; i < n; ++i) {
         const float g = gate[i];
         y[i] = g * (1.0f / (1.0f + std::exp(-g))) * up[i];
+    }
+}
+
+void geglu(float* y, const float* gate, const float* up, int64_t n) {
+    constexpr float k_sqrt_2_over_pi = 0.79788456080286535588f;
+    for (int64_t i = 0; i < n; ++i) {
+        const float g = gate[i];
+        y[i] = 0.5f * g * (1.0f + std::tanh(k_sqrt_2_over_pi * g * (1.0f + 0.044715f * g * g))) * up[i];
     }
 }
 

@@ -355,7 +355,11 @@ TEST(model_load, rejects_unsupported_or_inconsistent_gguf) {
     };
     struct row { std::string what, expected; std::function<void(sl::gguf_writer&)> edit; tensor_hook tensor; };
     const std::vector<row> rows = {
-        {"arch", "architecture 'qwen2' is not supported", [](sl::gguf_writer& w) { w.set_str("general.architecture", "qwen2"); }, {}},
+        {"arch", "architecture 'falcon' is not supported (supported: llama, qwen2, qwen3, phi3, gemma2)",
+         [](sl::gguf_writer& w) { w.set_str("general.architecture", "falcon"); }, {}},
+        {"kv heads", "head_count 8 is not a multiple of head_count_kv 3", set_u32("llama.attention.head_count_kv", 3), {}},
+        {"key length", "llama.attention.key_length = 16 differs from embedding_length / head_count = 8",
+         set_u32("llama.attention.key_length", 16), {}},
         {"kv heads", "tensor 'blk.0.attn_k.weight' has shape [64, 32], expected [64, 64]", set_u32("llama.attention.head_count_kv", 8), {}},
         {"heads", "not a multiple of head_count", set_u32("llama.attention.head_count", 7), {}},
         {"vocab", "llama.vocab_size = 513", set_u32("llama.vocab_size", 513), {}},
@@ -378,7 +382,7 @@ TEST(model_load, rejects_unsupported_or_inconsistent_gguf) {
              EXPECT_TRUE(w.add_tensor(t.name, sl::ggml_type_id::iq4_nl, t.shape, static_cast<const void*>(data)).ok());
              return true;
          }},
-        {"norm type", "tensor 'output_norm.weight' has type F16 (1), norm weights must be F32", {},
+        {"norm type", "tensor 'output_norm.weight' has type F16 (1), vectors (norms, biases, RoPE factors) must be F32", {},
          [](const sl::gguf_tensor_info& t, const uint8_t* data, sl::gguf_writer& w) {
              if (t.name != "output_norm.weight") return false;
              EXPECT_TRUE(w.add_tensor(t.name, sl::ggml_type_id::f16, t.shape, static_cast<const void*>(data)).ok());

@@ -89,7 +89,14 @@ private:
     void layer_forward_sparse(int32_t l, int32_t pos);
     void mlp_sparse(int32_t l, const token_info& ti);
     void mlp_fused(int32_t l, const token_info& ti);
+    // The per-layer pieces the dense and sparse paths share (context_blocks.cpp); they branch on the
+    // model's arch_features, never on its architecture name.
+    void build_rope_tables();
     void apply_rope(float* v, int32_t n_heads_v, int32_t n, int32_t pos0) const;
+    void finish_qkv(int32_t l, int32_t n, int32_t pos0);  // biases, q/k norms, RoPE on m_q/m_k/m_v
+    void attend(int32_t l, int32_t n, int32_t pos0);       // KV cache write, attention into m_att
+    void add_residual(const float* post_norm, int32_t n);  // m_x += post_norm(m_proj)
+    void glu(float* y, const float* gate, const float* up, int64_t n) const;
     void observe(int32_t layer, probe p, int32_t pos0, int32_t n, const float* data, int32_t width) {
         if (m_observer) m_observer->on_activation(layer, p, pos0, n, data, width);
     }

@@ -1,4 +1,5 @@
-// A loaded Llama-family model: hyper-parameters, weight views and the storage that backs them.
+// A loaded Llama-family model (llama, qwen2/3, phi3, gemma2): hyper-parameters, architecture features,
+// weight views and the storage that backs them.
 #pragma once
 
 #include <cstdint>
@@ -27,12 +28,45 @@ struct model_hparams {
     int32_t kv_dim() const { return head_dim() * n_kv_heads; }
 };
 
+// The activation of the gated MLP: act(gate) * up.
+enum class glu_activation : uint8_t { silu, gelu_tanh };
+
+// Which dimensions RoPE rotates together: adjacent pairs (2j, 2j+1) as Llama, or the two halves of the
+// rotated span (j, j + rope_dim/2) as GPT-NeoX, Qwen, Phi-3 and Gemma (llama.cpp's "NeoX" rope type).
+enum class rope_layout : uint8_t { pairs, neox };
+
+// What the forward pass branches on; filled from the architecture table (model_arch.cpp) and the file's
+// metadata. The defaults are plain Llama, which is also what llama2.c files are.
+struct arch_features {
+    std::string name = "llama";       // general.architecture
+    glu_activation act = glu_activation::silu;
+    rope_layout rope = rope_layout::pairs;
+    bool qkv_bias = false;            // layer_weights::bq/bk/bv present
+    bool qk_norm = false;             // per-head RMSNorm of q and k before RoPE (layer_weights::q_norm/k_norm)
+    bool post_norms = false;          // RMSNorm of the attention and MLP outputs before the residual add
+    float embd_scale = 1.0f;          // token embeddings multiplied by this (Gemma: sqrt(dim))
+    float attn_softcap = 0.0f;        // scores -> c * tanh(scores / c) when > 0
+    float final_softcap = 0.0f;       // logits -> c * tanh(logits / c) when > 0
+    int32_t swa_window = 0;           // sliding-window layers attend to the last swa_window positions; 0 = none
+    int32_t swa_period = 1;           // layer l slides when l % period < period - 1 (llama.cpp's pattern); 1 = all
+    float rope_attn_factor = 1.0f;    // cos/sin multiplied by this (rope.scaling.attn_factor)
+
+    bool layer_slides(int32_t l) const { return swa_window > 0 && (swa_period <= 1 || l % swa_period < swa_period - 1); }
+};
+
 struct layer_weights {
     const float* attn_norm = nullptr;  // [dim]
-    tensor_view wq, wk, wv, wo;        // [dim, dim], [kv_dim, dim] x2, [dim, dim]
+    tensor_view wq, wk, wv, wo;        // [dim, dim], [kv_dim, dim] x2, [dim, dim]; views into attn_qkv when fused
+    const float* bq = nullptr;         // [dim] q bias (arch_features::qkv_bias)
+    const float* bk = nullptr;         // [kv_dim]
+    const float* bv = nullptr;         // [kv_dim]
+    const float* q_norm = nullptr;     // [head_dim] (arch_features::qk_norm)
+    const float* k_norm = nullptr;     // [head_dim]
+    const float* post_attn_norm = nullptr;  // [dim] (arch_features::post_norms)
     const float* ffn_norm = nullptr;   // [dim]
-    tensor_view w_gate, w_up;          // [hidden, dim]
+    tensor_view w_gate, w_up;          // [hidden, dim]; views into the two halves of ffn_up when fused
     tensor_view w_down;                // [dim, hidden]
+    const float* post_ffn_norm = nullptr;   // [dim]
 };
 
 // One tensor as stored in the file, for `info` and for validation messages.
@@ -63,6 +97,10 @@ struct model {
     std::string format;  // "gguf", "llama2c-f32", "llama2c-q8_0"
     std::string name;
     model_hparams hp;
+    arch_features arch;
+    const float* rope_factors = nullptr;       // [rope_dim / 2] divisors of the RoPE frequencies (Llama-3, Phi-3 short)
+    const float* rope_factors_long = nullptr;  // [rope_dim / 2] used instead when the context exceeds rope_orig_ctx
+    int32_t rope_orig_ctx = 0;
 
     tensor_view tok_embd;             // [vocab, dim]
     const float* output_norm = nullptr;  // [dim]

@@ -9,6 +9,8 @@ struct attention_shape {
     int32_t n_heads = 0;
     int32_t n_kv_heads = 0;
     int32_t head_dim = 0;
+    float softcap = 0.0f;  // scores -> softcap * tanh(scores / softcap) before the softmax when > 0 (Gemma-2)
+    int32_t window = 0;    // when > 0, a query at position p sees only positions (p - window, p] (sliding window)
 };
 
 // For query token t in [0, n) at position pos0 + t, attends over cache positions [0, pos0 + t]:
@@ -27,5 +29,8 @@ void rmsnorm_rows(float* y, const float* x, const float* w, int64_t n, int64_t d
 
 // y = silu(gate) * up elementwise (SwiGLU), n elements.
 void swiglu(float* y, const float* gate, const float* up, int64_t n);
+
+// y = gelu_tanh(gate) * up elementwise (GeGLU with the tanh approximation, as Gemma), n elements.
+void geglu(float* y, const float* gate, const float* up, int64_t n);
 
 }  // namespace sl::kernels
