@@ -89,6 +89,7 @@ private:
     void layer_forward_sparse(int32_t l, int32_t pos);
     void mlp_sparse(int32_t l, const token_info& ti);
     void mlp_fused(int32_t l, const token_info& ti);
+    void mlp_split(int32_t l, const token_info& ti, layer_density& d);
     void apply_rope(float* v, int32_t n_heads_v, int32_t n, int32_t pos0) const;
     void observe(int32_t layer, probe p, int32_t pos0, int32_t n, const float* data, int32_t width) {
         if (m_observer) m_observer->on_activation(layer, p, pos0, n, data, width);
