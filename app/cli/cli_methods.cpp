@@ -1,9 +1,29 @@
 // Shared method options for the evaluation commands.
 #include "cli_methods.h"
 
+#include <cstdlib>
 #include <filesystem>
 
 namespace sl::cli {
+
+void parse_ffsplit_compress(const std::string& v, method_config& c) {
+    if (v == "q4" || v == "svd") {
+        c.ffsplit_mode = v;
+        if (v == "svd") c.rank = 0;
+        return;
+    }
+    if (v.rfind("svd:", 0) == 0) {
+        const std::string n = v.substr(4);
+        char* end = nullptr;
+        const long r = n.empty() ? -1 : std::strtol(n.c_str(), &end, 10);
+        if (r >= 1 && r <= (1 << 20) && end && *end == '\0') {
+            c.ffsplit_mode = "svd";
+            c.rank = static_cast<int32_t>(r);
+            return;
+        }
+    }
+    throw CLI::ValidationError("--compress", "'" + v + "' is not svd:RANK (RANK >= 1), svd or q4");
+}
 
 void add_method_options(CLI::App* c, method_opts& o) {
     c->add_option("--density", o.cfg.density, "Target density: fraction of gate+up+down weights read (TEAL: of all seven projections, by bytes)")
@@ -13,6 +33,11 @@ void add_method_options(CLI::App* c, method_opts& o) {
     c->add_option("--gamma", o.cfg.gamma, "DIP-CA: weight of units not in DRAM (1 = plain DIP)")->check(CLI::Range(0.0, 1.0));
     c->add_option("--attn-density", o.cfg.attn_density, "CHESS w/ (chess-attn): q/o input density (default: same as the MLP)")->check(CLI::Range(0.0, 1.0));
     c->add_option("--rank", o.cfg.rank, "SparseLLM predictor rank (0: dim/8)")->check(CLI::NonNegativeNumber);
+    c->add_option("--split", o.cfg.ffsplit_heavy, "FFSplit: share of neurons kept exact (calibration heavy hitters)")
+        ->check(CLI::Range(0.0, 1.0));
+    c->add_option_function<std::string>(
+         "--compress", [&o](const std::string& v) { parse_ffsplit_compress(v, o.cfg); },
+         "FFSplit: the light neurons as svd:RANK (a rank-RANK SVD), svd (the largest rank within --density) or q4 (Q4_0)");
     c->add_option("--pin", o.cfg.pin_fraction, "Heavy-hitter neurons always active (fraction)")->check(CLI::Range(0.0, 1.0));
     c->add_option("--calib", o.calib_path, "Calibration file (default: MODEL.calib when present)");
     c->add_option("-c,--ctx", o.n_ctx, "Window length: first half prompt, second half scored")->check(CLI::Range(8, 1 << 16));
@@ -70,6 +95,11 @@ void add_method_json(nlohmann::json& j, const method_config& c) {
     j["d_in"] = c.d_in;
     j["d_down"] = c.d_down;
     j["gamma"] = c.gamma;
+    if (c.name == "ffsplit") {
+        j["ffsplit_mode"] = c.ffsplit_mode;
+        j["ffsplit_heavy"] = c.ffsplit_heavy;
+        j["rank"] = c.rank;
+    }
 }
 
 nlohmann::json eval_to_json(const eval_result& r) {

@@ -25,7 +25,10 @@ struct method_opts {
 // The text's tokens after --offset; an error when nothing is left.
 std::vector<int32_t> eval_tokens(const loaded_model& lm, const std::string& text_path, const method_opts& o);
 
-// --density, --d-in, --d-down, --gamma, --attn-density, --rank, --pin, --calib, --ctx, --windows, --threads.
+// FFSplit's --compress: "svd:RANK" (rank), "svd" (rank 0: from --density) or "q4"; CLI::ValidationError otherwise.
+void parse_ffsplit_compress(const std::string& v, method_config& c);
+
+// --density, --d-in, --split, --compress, --d-down, --gamma, --attn-density, --rank, --pin, --calib, --ctx, --windows, --threads.
 void add_method_options(CLI::App* c, method_opts& o);
 
 // Loads --calib (or MODEL.calib beside the model when present) and checks it fits the model; nullopt

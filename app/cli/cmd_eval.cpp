@@ -160,7 +160,7 @@ void register_eval(CLI::App& app, command_fn& run) {
     c->add_flag("--json", o->json, "Machine-readable output");
     c->callback([o, c, &run] {
         for (const char* opt : {"--method", "--density", "--d-in", "--d-down", "--gamma", "--attn-density", "--rank",
-                                "--pin", "--calib", "--ctx", "--windows", "--offset", "--cache-fraction"})
+                                "--pin", "--split", "--compress", "--calib", "--ctx", "--windows", "--offset", "--cache-fraction"})
             if (c->count(opt) > 0 && o->config_conflict.empty()) o->config_conflict = opt;
         run = [o] { return run_eval(*o); };
     });

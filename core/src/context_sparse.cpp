@@ -191,10 +191,14 @@ void context::layer_forward_sparse(int32_t l, int32_t pos) {
 
     kernels::rmsnorm_rows(m_xb.data(), m_x.data(), lw.ffn_norm, 1, dim, hp.norm_eps);
     observe(l, probe::mlp_in, pos, 1, m_xb.data(), dim);
-    mlp_sparse(l, ti);
+    if (!m_traits.split_mlp) mlp_sparse(l, ti);
+    layer_density d_split;
+    if (m_traits.split_mlp) mlp_split(l, ti, d_split);  // context_split.cpp
     add_residual(lw.post_ffn_norm, 1);
 
-    const layer_density d = masks_density(m_masks, dim, hp.hidden_dim, m_traits.up_first);
+    layer_density d = masks_density(m_masks, dim, hp.hidden_dim, m_traits.up_first);
+    if (m_traits.split_mlp)
+        for (proj p : {proj::gate, proj::up, proj::down}) d.d[static_cast<int>(p)] = d_split.d[static_cast<int>(p)];
     layer_density& sum = m_density_sum[static_cast<size_t>(l)];
     for (int p = 0; p < proj_count; ++p) sum.d[p] += d.d[p];
     if (m_observer) m_observer->on_masks(l, pos, m_masks, d);

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <memory>
 
-#include "low_rank.h"
+#include "ffsplit_internal.h"
 #include "sparselens/kernels/kernels.h"
 #include "weight_storage.h"
 
@@ -21,6 +21,7 @@ ffsplit_params ffsplit_params_from_config(const method_config& cfg) {
     p.mode = cfg.ffsplit_mode;
     p.heavy_fraction = cfg.ffsplit_heavy;
     p.density = cfg.density;
+    p.rank = cfg.rank > 0 ? cfg.rank : -1;
     return p;
 }
 
@@ -45,19 +46,10 @@ struct split_storage {
     weight_storage owned;
 };
 
-// Round trip through Q4_0: what the light weights become when stored in 4 bits.
-void q4_round_trip(float* v, int64_t n, std::vector<uint8_t>& blocks) {
-    blocks.resize(static_cast<size_t>(dtype_row_bytes(dtype::q4_0, n)));
-    kernels::quantize_row(dtype::q4_0, v, blocks.data(), n);
-    kernels::dequantize_row(dtype::q4_0, blocks.data(), v, n);
-}
-
 // Replaces the rows `light` of w ([rows, cols]) by their rank-r approximation (zero when r == 0).
 // Returns whether the SVD was randomized.
 bool low_rank_rows(matrix_rm& w, const std::vector<int32_t>& light, int64_t r) {
-    matrix_rm part(static_cast<int64_t>(light.size()), w.cols());
-    for (size_t i = 0; i < light.size(); ++i) part.row(static_cast<int64_t>(i)) = w.row(light[i]);
-    const low_rank_factors f = truncated_svd(part, r);
+    const low_rank_factors f = rows_low_rank(w, light, r);
     const matrix_rm approx = f.a * f.b;
     for (size_t i = 0; i < light.size(); ++i) w.row(light[i]) = approx.row(static_cast<int64_t>(i));
     return f.randomized;
@@ -78,6 +70,64 @@ tensor_view store(weight_storage& s, const matrix_rm& w) {
 
 }  // namespace
 
+void q4_round_trip(float* v, int64_t n, std::vector<uint8_t>& blocks) {
+    blocks.resize(static_cast<size_t>(dtype_row_bytes(dtype::q4_0, n)));
+    kernels::quantize_row(dtype::q4_0, v, blocks.data(), n);
+    kernels::dequantize_row(dtype::q4_0, blocks.data(), v, n);
+}
+
+low_rank_factors rows_low_rank(const matrix_rm& w, const std::vector<int32_t>& rows, int64_t r) {
+    matrix_rm part(static_cast<int64_t>(rows.size()), w.cols());
+    for (size_t i = 0; i < rows.size(); ++i) part.row(static_cast<int64_t>(i)) = w.row(rows[i]);
+    return truncated_svd(part, r);
+}
+
+outcome ffsplit_validate(const model& m, const calibration& cal, const ffsplit_params& params) {
+    const std::string& mode = params.mode;
+    if (mode != "svd" && mode != "q4") return error{"ffsplit: unknown mode '" + mode + "' (known: svd, q4)"};
+    if (!(params.heavy_fraction >= 0.0f && params.heavy_fraction <= 1.0f))
+        return error{"ffsplit: heavy fraction " + std::to_string(params.heavy_fraction) + " is outside [0, 1]"};
+    if (mode == "svd" && params.rank < 0 && !(params.density >= 0.0f && params.density <= 1.0f))
+        return error{"ffsplit: density " + std::to_string(params.density) + " is outside [0, 1]"};
+    if (outcome o = calibration_matches(cal, m); !o) return error{"ffsplit: " + o.message()};
+    if (mode == "q4" && m.hp.dim % qk4_0 != 0)
+        return error{"ffsplit q4: " + m.path + " has dim " + std::to_string(m.hp.dim) + ", not a multiple of 32"};
+    for (size_t l = 0; l < cal.layers.size(); ++l)
+        if (cal.layers[l].heavy_hitter.size() != static_cast<size_t>(m.hp.hidden_dim))
+            return error{"ffsplit: calibration has no heavy-hitter scores for layer " + std::to_string(l)};
+    return outcome::success();
+}
+
+ffsplit_layer_plan ffsplit_plan_layer(const model& m, const calibration& cal, const ffsplit_params& params, size_t l) {
+    const layer_weights& lw = m.layers[l];
+    const int64_t dim = m.hp.dim, hidden = m.hp.hidden_dim;
+    ffsplit_layer_plan p;
+    p.heavy = cal.heavy_hitters(static_cast<int32_t>(l), params.heavy_fraction);
+    std::sort(p.heavy.begin(), p.heavy.end());
+    for (int32_t j = 0, h = 0; j < hidden; ++j) {
+        if (h < static_cast<int32_t>(p.heavy.size()) && p.heavy[static_cast<size_t>(h)] == j) ++h;
+        else p.light.push_back(j);
+    }
+    const auto n_heavy = static_cast<int64_t>(p.heavy.size()), n_light = static_cast<int64_t>(p.light.size());
+    p.rep.n_heavy = static_cast<int32_t>(n_heavy);
+    p.rep.dense_bytes = mlp_dense_bytes(lw);
+    p.rep.heavy_share = cal.heavy_hitter_share(static_cast<int32_t>(l), params.heavy_fraction);
+    if (params.mode == "svd") {
+        int64_t rank = params.rank;
+        if (rank < 0) {
+            // Largest rank whose bytes, added to the heavy part, stay within the target.
+            const double budget = params.density * static_cast<double>(p.rep.dense_bytes) -
+                                  static_cast<double>(ffsplit_layer_bytes(lw, dim, n_heavy, n_light, params.mode, 0));
+            const double per_rank = static_cast<double>(n_light + dim) * mlp_element_bytes(lw);
+            rank = budget > 0.0 ? static_cast<int64_t>(std::floor(budget / per_rank)) : 0;
+        }
+        p.rank = std::clamp<int64_t>(rank, 0, std::min(n_light, dim));
+    }
+    p.rep.rank = static_cast<int32_t>(p.rank);
+    p.rep.split_bytes = ffsplit_layer_bytes(lw, dim, n_heavy, n_light, params.mode, p.rank);
+    return p;
+}
+
 uint64_t ffsplit_layer_bytes(const layer_weights& lw, int64_t dim, int64_t n_heavy, int64_t n_light,
                              const std::string& mode, int64_t rank) {
     const double e = mlp_element_bytes(lw);
@@ -92,18 +142,8 @@ uint64_t ffsplit_layer_bytes(const layer_weights& lw, int64_t dim, int64_t n_hea
 result<ffsplit_model> ffsplit_transform(const model& m, const calibration& cal, const ffsplit_params& params) {
     const auto t0 = std::chrono::steady_clock::now();
     const std::string& mode = params.mode;
-    if (mode != "svd" && mode != "q4") return error{"ffsplit: unknown mode '" + mode + "' (known: svd, q4)"};
-    if (!(params.heavy_fraction >= 0.0f && params.heavy_fraction <= 1.0f))
-        return error{"ffsplit: heavy fraction " + std::to_string(params.heavy_fraction) + " is outside [0, 1]"};
-    if (mode == "svd" && params.rank < 0 && !(params.density >= 0.0f && params.density <= 1.0f))
-        return error{"ffsplit: density " + std::to_string(params.density) + " is outside [0, 1]"};
-    if (outcome o = calibration_matches(cal, m); !o) return error{"ffsplit: " + o.message()};
-    const int64_t dim = m.hp.dim, hidden = m.hp.hidden_dim;
-    if (mode == "q4" && dim % qk4_0 != 0)
-        return error{"ffsplit q4: " + m.path + " has dim " + std::to_string(dim) + ", not a multiple of 32"};
-    for (size_t l = 0; l < cal.layers.size(); ++l)
-        if (cal.layers[l].heavy_hitter.size() != static_cast<size_t>(hidden))
-            return error{"ffsplit: calibration has no heavy-hitter scores for layer " + std::to_string(l)};
+    if (outcome o = ffsplit_validate(m, cal, params); !o) return o.err();
+    const int64_t dim = m.hp.dim;
 
     auto holder = std::make_shared<split_storage>();
     holder->original = m.storage;
@@ -117,34 +157,11 @@ result<ffsplit_model> ffsplit_transform(const model& m, const calibration& cal, 
 
     for (size_t l = 0; l < m.layers.size(); ++l) {
         const layer_weights& lw = m.layers[l];
-        std::vector<int32_t> heavy = cal.heavy_hitters(static_cast<int32_t>(l), params.heavy_fraction);
-        std::sort(heavy.begin(), heavy.end());
-        std::vector<int32_t> light;
-        for (int32_t j = 0, h = 0; j < hidden; ++j) {
-            if (h < static_cast<int32_t>(heavy.size()) && heavy[static_cast<size_t>(h)] == j) ++h;
-            else light.push_back(j);
-        }
-        const auto n_heavy = static_cast<int64_t>(heavy.size()), n_light = static_cast<int64_t>(light.size());
-
-        ffsplit_layer_report rep;
-        rep.n_heavy = static_cast<int32_t>(n_heavy);
-        rep.dense_bytes = mlp_dense_bytes(lw);
-        rep.heavy_share = cal.heavy_hitter_share(static_cast<int32_t>(l), params.heavy_fraction);
-        int64_t rank = 0;
-        if (mode == "svd") {
-            if (params.rank >= 0) {
-                rank = params.rank;
-            } else {
-                // Largest rank whose bytes, added to the heavy part, stay within the target.
-                const double budget = params.density * static_cast<double>(rep.dense_bytes) -
-                                      static_cast<double>(ffsplit_layer_bytes(lw, dim, n_heavy, n_light, mode, 0));
-                const double per_rank = static_cast<double>(n_light + dim) * mlp_element_bytes(lw);
-                rank = budget > 0.0 ? static_cast<int64_t>(std::floor(budget / per_rank)) : 0;
-            }
-            rank = std::clamp<int64_t>(rank, 0, std::min(n_light, dim));
-        }
-        rep.rank = static_cast<int32_t>(rank);
-        rep.split_bytes = ffsplit_layer_bytes(lw, dim, n_heavy, n_light, mode, rank);
+        ffsplit_layer_plan plan = ffsplit_plan_layer(m, cal, params, l);
+        const std::vector<int32_t>& light = plan.light;
+        const auto n_light = static_cast<int64_t>(light.size());
+        const int64_t rank = plan.rank;
+        ffsplit_layer_report rep = plan.rep;
 
         const matrix_rm gate = dequantize_matrix(lw.w_gate), up = dequantize_matrix(lw.w_up),
                         down = dequantize_matrix(lw.w_down);
@@ -176,7 +193,7 @@ result<ffsplit_model> ffsplit_transform(const model& m, const calibration& cal, 
         if (!nw.w_gate.data || !nw.w_up.data || !nw.w_down.data)
             return error{"ffsplit: out of memory for the split MLP of layer " + std::to_string(l) + " of " + m.path};
 
-        out.heavy.push_back(std::move(heavy));
+        out.heavy.push_back(std::move(plan.heavy));
         out.mlp_dense_bytes += rep.dense_bytes;
         out.mlp_split_bytes += rep.split_bytes;
         out.layers.push_back(rep);

@@ -1,5 +1,4 @@
-// Registry entries of the neuron-set methods: GRIFFIN and the SparseLLM-style fused sparse MLP.
-// FFSplit is a model transformation, not a per-token method: see sparselens/core/ffsplit.h.
+// Registry entries of the neuron-set methods: GRIFFIN, the SparseLLM-style fused sparse MLP and FFSplit.
 #include <string>
 
 #include "methods_internal.h"
@@ -23,6 +22,15 @@ std::vector<method_entry> expert_method_entries() {
          [](const method_config& c, const model& m, const calibration*) -> result<std::unique_ptr<sparsity_method>> {
              if (c.rank < 0) return error{"sparsellm: rank " + std::to_string(c.rank) + " is negative (0: dim / 8)"};
              return make_sparsellm(m, c.density, c.rank);
+         }},
+        {"ffsplit",
+         "FFSplit: calibration heavy-hitter neurons kept exact; the light rest as a rank-r SVD (a low-rank GEMV "
+         "pair per matrix) or Q4_0 rows",
+         true,
+         [](const method_config& c, const model& m, const calibration* cal) -> result<std::unique_ptr<sparsity_method>> {
+             // svd: rank c.rank, or (rank 0) the largest rank whose MLP bytes fit c.density.
+             if (c.rank < 0) return error{"ffsplit: rank " + std::to_string(c.rank) + " is negative (0: from density)"};
+             return make_ffsplit(c, m, *cal);
          }},
     };
 }

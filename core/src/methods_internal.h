@@ -42,5 +42,8 @@ std::unique_ptr<sparsity_method> make_griffin(const model_hparams& hp, float den
 // SparseLLM-style (methods_sparsellm.cpp): a rank-r truncated SVD of W_gate predicts |W_gate x|; its
 // top-k neurons run in the fused MLP. rank <= 0: dim / 8. Costs one SVD per layer at construction.
 std::unique_ptr<sparsity_method> make_sparsellm(const model& m, float density, int32_t rank);
+// FFSplit (ffsplit_weights.cpp): builds the compact split from the calibration's heavy hitters
+// (ffsplit_params_from_config) and runs it through the engine's split-MLP path.
+result<std::unique_ptr<sparsity_method>> make_ffsplit(const method_config& cfg, const model& m, const calibration& cal);
 
 }  // namespace sl

@@ -364,7 +364,11 @@ result<tune_result> tuner::run() {
     for (const std::string& name : m_p.methods) {
         if (std::find(method_names().begin(), method_names().end(), name) == method_names().end())
             return error{"tune: unknown method '" + name + "'"};
-        if (name == "dense" || name == "ffsplit") return error{"tune: '" + name + "' has nothing to tune"};
+        if (name == "dense") return error{"tune: '" + name + "' has nothing to tune"};
+        // FFSplit's svd variant follows the density (its rank is the largest that fits); q4 or a fixed
+        // rank has no density knob.
+        if (name == "ffsplit" && (m_p.base.ffsplit_mode != "svd" || m_p.base.rank > 0))
+            return error{"tune: 'ffsplit' with q4 or a fixed rank has nothing to tune (svd with rank 0 tunes the density)"};
         method_config named = m_p.base;
         named.name = name;
         if (method_config_needs_calibration(named) && !m_calib)

@@ -57,11 +57,11 @@ QString with_extension(QString path, const QString& ext) {
     return path;
 }
 
-// Methods the tuner can tune (dense and FFSplit have no density knob it searches).
+// Methods the tuner can tune (dense has no density knob; FFSplit's svd rank follows the density).
 QStringList tunable_methods() {
     QStringList out;
     for (const std::string& m : method_names())
-        if (m != "dense" && m != "ffsplit") out << QString::fromStdString(m);
+        if (m != "dense") out << QString::fromStdString(m);
     return out;
 }
 

@@ -89,6 +89,7 @@ private:
     void layer_forward_sparse(int32_t l, int32_t pos);
     void mlp_sparse(int32_t l, const token_info& ti);
     void mlp_fused(int32_t l, const token_info& ti);
+    void mlp_split(int32_t l, const token_info& ti, layer_density& d);
     // The per-layer pieces the dense and sparse paths share (context_blocks.cpp); they branch on the
     // model's arch_features, never on its architecture name.
     void build_rope_tables();

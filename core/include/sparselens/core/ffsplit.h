@@ -9,25 +9,25 @@
 #include "sparselens/core/methods.h"
 #include "sparselens/core/model.h"
 #include "sparselens/core/result.h"
+#include "sparselens/kernels/sparse.h"
 
 namespace sl {
 
-// FFSplit is a static transformation of the weights, not a per-token mask, so it does not fit the
-// sparsity_method registry (a method only chooses masks over the model it is attached to). Instead
-// ffsplit_transform() builds a new sl::model whose MLP tensors are replaced, and the same engine runs
-// it densely: evaluate it with a context over ffsplit_model::m, the dense method and a dense_reference
-// of the original model (eval_method only reads the reference's tokens and log-probabilities):
+// FFSplit changes the weights once, so it comes in two forms over one split (same heavy neurons, same
+// ranks, same factors):
+//  - the method "ffsplit" in the registry (make_method): it owns an ffsplit_weights, the compact split
+//    representation, and the engine executes it (method_traits::split_mlp): heavy rows with the dense
+//    kernels, the light part as a low-rank GEMV pair per matrix (svd) or Q4_0 GEMVs (q4). Accuracy,
+//    decode speed and the bytes are those of what runs. This is what eval, sweep, tune, configs and
+//    the GUI use.
+//  - ffsplit_transform(): a model whose MLP tensors hold the reconstructed split weights densely in
+//    F32, for analysis and as the tests' reference for the kernel path (its bytes are computed, its
+//    speed is that of a dense F32 model):
 //
 //   auto split = ffsplit_transform(m, cal, params);            // m: the original model
 //   auto ctx = context::create(split->m);
 //   auto dense = make_method({.name = "dense"}, split->m, nullptr);
 //   auto r = eval_method(*ctx, reference_of_m, **dense, nullptr, eval_params);
-//
-// What is real and what is not: the accuracy (perplexity, KL) is that of the split model exactly as
-// described below. The bytes are those of the split representation (heavy part in the source type +
-// compressed light part), computed, not allocated: the engine only knows three dense MLP matrices, so
-// the transformed tensors hold the reconstructed values densely in F32. Hence decode speed is NOT
-// measured for either variant (a low-rank kernel, or mixed-precision rows, would be needed).
 struct ffsplit_params {
     // "svd": the light part of W_gate, W_up (rows) and W_down (columns) each replaced by its best
     //        rank-r approximation (truncated SVD), the paper's main variant.
@@ -41,7 +41,8 @@ struct ffsplit_params {
 };
 
 ffsplit_params ffsplit_default_params();
-// mode = cfg.ffsplit_mode, heavy_fraction = cfg.ffsplit_heavy, density = cfg.density.
+// mode = cfg.ffsplit_mode, heavy_fraction = cfg.ffsplit_heavy, density = cfg.density, rank = cfg.rank
+// when > 0 (svd), else -1 (the rank follows from density).
 ffsplit_params ffsplit_params_from_config(const method_config& cfg);
 
 struct ffsplit_layer_report {
@@ -80,5 +81,36 @@ uint64_t ffsplit_layer_bytes(const layer_weights& lw, int64_t dim, int64_t n_hea
 // Errors: unknown mode, fractions outside [0, 1], a calibration for another model shape, q4 with dim
 // not a multiple of 32, cancellation. Keeps the original model's storage alive (shared).
 result<ffsplit_model> ffsplit_transform(const model& m, const calibration& cal, const ffsplit_params& params);
+
+// One layer's split MLP as the engine executes it (core/src/context_split.cpp). Light neuron k is
+// light[k]; factors hold the light part only:
+//   svd: gate[light] ~ gate_a [n_light, r] * gate_b [r, dim]   (t = gate_b x, then gate_a t), same for up;
+//        down[:, light] ~ down_a [dim, r] * down_b [r, n_light] (t = down_b glu_light, then down_a t).
+//   q4:  gate_q4, up_q4 [n_light, dim] Q4_0 rows; down_q4 [n_light, dim] Q4_0, input-major (down columns).
+// Heavy rows are copied in the source type; heavy down columns are input-major in the source type
+// (exact for F32/F16/BF16; Q8_0/Q4_0 sources are re-quantised along dim, like the CHESS layouts).
+struct ffsplit_layer_weights {
+    std::vector<int32_t> heavy, light;  // sorted, disjoint, together [0, hidden)
+    std::vector<int32_t> iota;          // 0 .. max(n_heavy, n_light) - 1: the "all rows" index list
+    int64_t rank = 0;                   // svd
+    kernels::owned_matrix gate_heavy, up_heavy, down_heavy;
+    kernels::owned_matrix gate_a, gate_b, up_a, up_b, down_a, down_b;  // svd
+    kernels::owned_matrix gate_q4, up_q4, down_q4;                     // q4
+    uint64_t dense_bytes[3] = {};  // gate, up, down as stored in the source model
+    uint64_t split_bytes[3] = {};  // the views this struct holds, per matrix (the bytes a token reads)
+};
+
+struct ffsplit_weights {
+    std::string mode;
+    float heavy_fraction = 0.0f;
+    std::vector<ffsplit_layer_weights> layers;
+    bool randomized_svd = false;
+    uint64_t mlp_dense_bytes() const;
+    uint64_t mlp_split_bytes() const;
+};
+
+// Builds the compact split of every layer (same validation and errors as ffsplit_transform).
+result<std::shared_ptr<const ffsplit_weights>> ffsplit_build(const model& m, const calibration& cal,
+                                                             const ffsplit_params& params);
 
 }  // namespace sl

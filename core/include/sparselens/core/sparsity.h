@@ -10,6 +10,8 @@
 
 namespace sl {
 
+struct ffsplit_layer_weights;  // ffsplit.h
+
 // A set of active indices over [0, n): either everything or a sorted, duplicate-free list.
 struct index_mask {
     bool all = true;
@@ -83,6 +85,10 @@ struct method_traits {
     // method sets only neurons_pre on those tokens (select_after_first / select_down are not called);
     // when neurons_pre is all, the ordinary path runs, so full density stays bit-identical to dense.
     bool fused = false;
+    // Split MLP (FFSplit): the method owns a compact, re-encoded copy of every layer's MLP
+    // (split_layer) and the engine runs that instead of the model's gate/up/down; no MLP hook is
+    // called and the MLP density reported is the split's bytes over the dense bytes.
+    bool split_mlp = false;
 };
 
 class sparsity_method {
@@ -113,6 +119,9 @@ public:
     // deployment config stores them and checks that a rebuilt method resolves the same values. Empty
     // for methods with nothing resolved per layer (dense) or decided per sequence (GRIFFIN's experts).
     virtual std::vector<std::pair<std::string, std::vector<float>>> per_layer_values() const { return {}; }
+
+    // method_traits::split_mlp: the layer's split MLP (owned by the method, alive while it is).
+    virtual const ffsplit_layer_weights* split_layer(int32_t layer) const { return nullptr; }
 };
 
 // Top-k helpers shared by the methods: indices of the k largest scores, returned sorted ascending.
