@@ -4,6 +4,7 @@
 
 #include "cli_config.h"
 #include "cli_generate.h"
+#include "cli_offload.h"
 #include "sparselens/sim/residency.h"
 
 namespace sl::cli {
@@ -16,9 +17,14 @@ struct run_opts {
     int32_t threads = 0;
     bool allow_other_weights = false;
     bool json = false;
+    bool offload = false;
+    run_opts_offload off;
 };
 
 int run_run(const run_opts& o) {
+    if (o.offload)
+        return run_offloaded(o.model_path, o.config_path, o.tokenizer_path, o.gen, o.threads, o.allow_other_weights,
+                             o.json, o.off);
     loaded_model lm = load_model(o.model_path, o.tokenizer_path, true);
     const sim::loaded_deploy_config lc = load_config_for_model(o.config_path, o.model_path, *lm.m, o.allow_other_weights);
     const sim::deploy_config& c = lc.config;
@@ -93,7 +99,20 @@ void register_run(CLI::App& app, command_fn& run) {
     c->add_flag("--allow-other-weights", o->allow_other_weights,
                 "Run on a model file whose SHA-256 differs from the tuned one (same shape, e.g. its Q8_0 form)");
     c->add_flag("--json", o->json, "Machine-readable output");
-    c->callback([o, &run] { run = [o] { return run_run(*o); }; });
+    c->add_flag("--offload", o->offload, "Read MLP weights from the pack with O_DIRECT under a DRAM budget (docs/offload.md)");
+    c->add_option("--pack", o->off.pack_path, "MLP pack (default: MODEL.<layout>.slpack, written by sparselens pack)");
+    c->add_option("--dram", o->off.dram, "DRAM budget for the offloaded run, e.g. 400MB (default: the device's dram_bytes)");
+    c->add_option("--device", o->off.device, "Device profile for the simulated column (name or JSON; default: the config's)");
+    c->add_option("--io", o->off.io, "I/O backend: auto, uring, pread");
+    c->add_flag("!--no-verify", o->off.verify, "Skip the pack checksum pass before the run");
+    c->add_flag("--dense-baseline", o->off.dense_baseline,
+                "Also run dense offload (every missing weight read; needs MODEL.bundle.slpack) at the same budget");
+    c->callback([o, &run] {
+        const bool offload_only = !o->off.pack_path.empty() || !o->off.dram.empty() || !o->off.device.empty() ||
+                                  o->off.dense_baseline || o->off.io != "auto" || !o->off.verify;
+        if (offload_only && !o->offload) throw CLI::ValidationError("--pack/--dram/--device/--io need --offload");
+        run = [o] { return run_run(*o); };
+    });
 }
 
 }  // namespace sl::cli

@@ -6,6 +6,7 @@
 #include <exception>
 
 #include "cli_common.h"
+#include "cli_offload.h"
 #include "sparselens/kernels/openmp_policy.h"
 
 int main(int argc, char** argv) {
@@ -29,6 +30,7 @@ int main(int argc, char** argv) {
     sl::cli::register_run(app, run);
     sl::cli::register_config(app, run);
     sl::cli::register_session(app, run);
+    sl::cli::register_pack(app, run);
 
     try {
         app.parse(argc, argv);

@@ -56,7 +56,7 @@ void context::set_method(sparsity_method* method) {
     m_layouts.resize(m_model->layers.size());
     for (size_t l = 0; l < m_model->layers.size(); ++l) {
         for (int p = 0; p < proj_count; ++p) {
-            if (!need[p]) continue;
+            if (!need[p] || (m_mlp_source && p >= static_cast<int>(proj::gate))) continue;
             const tensor_view& w = proj_view(m_model->layers[l], static_cast<proj>(p));
             m_layouts[l].t[p] = kernels::to_input_major(w, input_major_type(w));
             m_layouts[l].has[p] = true;
@@ -79,19 +79,29 @@ void context::reset_density() {
 
 namespace {
 
-// y = W x using only the input channels in `in` (dense when all).
-void project_in(const tensor_view& w, const kernels::owned_matrix* wt, const index_mask& in, const float* x, float* y,
+// y = W x using only the input channels in `in` (dense when all). Without a row-major W (an offloaded
+// layout that stores only columns) a dense product reads every column.
+void project_in(const tensor_view& w, const tensor_view* wt, const index_mask& in, const float* x, float* y,
                 int threads) {
-    if (in.all) {
+    if (in.all && w.data) {
         kernels::gemv(w, x, y, threads);
         return;
     }
     assert(wt && "a method pruned inputs of a projection its traits did not declare");
-    kernels::gemv_input_sparse(wt->view, x, in.idx.data(), static_cast<int64_t>(in.idx.size()), y, threads);
+    if (in.all) {
+        thread_local std::vector<int32_t> every;
+        if (every.size() != static_cast<size_t>(wt->rows)) {
+            every.resize(static_cast<size_t>(wt->rows));
+            for (size_t i = 0; i < every.size(); ++i) every[i] = static_cast<int32_t>(i);
+        }
+        kernels::gemv_input_sparse(*wt, x, every.data(), wt->rows, y, threads);
+        return;
+    }
+    kernels::gemv_input_sparse(*wt, x, in.idx.data(), static_cast<int64_t>(in.idx.size()), y, threads);
 }
 
 // y_full[r] = W[r] . x for r in `rows`, 0 elsewhere; inputs restricted to `in`.
-void project_rows(const tensor_view& w, const kernels::owned_matrix* wt, const index_mask& in, const index_mask& rows,
+void project_rows(const tensor_view& w, const tensor_view* wt, const index_mask& in, const index_mask& rows,
                   const float* x, float* y_full, float* compact, int threads) {
     if (rows.all) {
         project_in(w, wt, in, x, y_full, threads);
@@ -117,14 +127,33 @@ void context::mlp_sparse(int32_t l, const token_info& ti) {
     const layer_weights& lw = m_model->layers[static_cast<size_t>(l)];
     const layer_layouts& ll = m_layouts[static_cast<size_t>(l)];
     const int32_t hidden = hp.hidden_dim;
-    auto layout = [&](proj p) { return ll.has[static_cast<int>(p)] ? &ll.t[static_cast<int>(p)] : nullptr; };
     const std::span<const float> xb(m_xb.data(), static_cast<size_t>(hp.dim));
 
     if (m_traits.mlp_inputs || m_traits.neurons_pre) m_method->select_mlp_inputs(ti, xb, m_masks);
-    if (m_traits.fused && !m_masks.neurons_pre.all) {
+    if (m_traits.fused && !m_masks.neurons_pre.all && !m_mlp_source) {
         mlp_fused(l, ti);  // context_fused.cpp
         return;
     }
+    // Offloaded weights: the source loads what these masks need (a failure leaves this layer's output 0;
+    // the caller sees the source's error after the token and discards it).
+    mlp_views src;
+    auto fetch = [&](mlp_weight_source::stage st) {
+        if (m_mlp_source->fetch(l, st, m_masks, src)) return true;
+        std::fill(m_proj.begin(), m_proj.begin() + hp.dim, 0.0f);
+        return false;
+    };
+    if (m_mlp_source && !fetch(mlp_weight_source::stage::inputs)) return;
+    const int mi[proj_count] = {0, 0, 0, 0, 0, 1, 2};  // gate, up, down -> 0, 1, 2
+    auto proj_w = [&](proj p) -> const tensor_view& {
+        return m_mlp_source ? src.rows[mi[static_cast<int>(p)]] : proj_view(lw, p);
+    };
+    auto layout = [&](proj p) -> const tensor_view* {
+        if (m_mlp_source) {
+            const tensor_view& c = src.cols[mi[static_cast<int>(p)]];
+            return c.data ? &c : nullptr;
+        }
+        return ll.has[static_cast<int>(p)] ? &ll.t[static_cast<int>(p)].view : nullptr;
+    };
 
     const bool up_first = m_traits.up_first;
     const proj p1 = up_first ? proj::up : proj::gate;
@@ -134,11 +163,11 @@ void context::mlp_sparse(int32_t l, const token_info& ti) {
     const index_mask& in1 = up_first ? m_masks.up_in : m_masks.gate_in;
     const index_mask& in2 = up_first ? m_masks.gate_in : m_masks.up_in;
 
-    project_rows(proj_view(lw, p1), layout(p1), in1, m_masks.neurons_pre, m_xb.data(), f1, m_compact.data(), m_threads);
+    project_rows(proj_w(p1), layout(p1), in1, m_masks.neurons_pre, m_xb.data(), f1, m_compact.data(), m_threads);
     if (m_traits.neurons_post) m_method->select_after_first(ti, {f1, static_cast<size_t>(hidden)}, m_masks);
     index_mask rows2;
     intersect_masks(m_masks.neurons_pre, m_masks.neurons_post, rows2);
-    project_rows(proj_view(lw, p2), layout(p2), in2, rows2, m_xb.data(), f2, m_compact.data(), m_threads);
+    project_rows(proj_w(p2), layout(p2), in2, rows2, m_xb.data(), f2, m_compact.data(), m_threads);
     observe(l, probe::gate_pre, ti.pos, 1, m_gate.data(), hidden);
     observe(l, probe::up_pre, ti.pos, 1, m_up.data(), hidden);
 
@@ -157,7 +186,8 @@ void context::mlp_sparse(int32_t l, const token_info& ti) {
     index_mask used;
     intersect_masks(rows2, m_masks.down_in, used);
     m_masks.down_in = used;  // report what the kernel really read
-    project_in(lw.w_down, layout(proj::down), used, m_gate.data(), m_proj.data(), m_threads);
+    if (m_mlp_source && !fetch(mlp_weight_source::stage::down)) return;
+    project_in(proj_w(proj::down), layout(proj::down), used, m_gate.data(), m_proj.data(), m_threads);
 }
 
 void context::layer_forward_sparse(int32_t l, int32_t pos) {
@@ -165,7 +195,7 @@ void context::layer_forward_sparse(int32_t l, int32_t pos) {
     const layer_weights& lw = m_model->layers[static_cast<size_t>(l)];
     const layer_layouts& ll = m_layouts[static_cast<size_t>(l)];
     const int32_t dim = hp.dim;
-    auto layout = [&](proj p) { return ll.has[static_cast<int>(p)] ? &ll.t[static_cast<int>(p)] : nullptr; };
+    auto layout = [&](proj p) { return ll.has[static_cast<int>(p)] ? &ll.t[static_cast<int>(p)].view : nullptr; };
 
     m_masks.reset();
     token_info ti;

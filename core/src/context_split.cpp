@@ -79,7 +79,7 @@ void context::mlp_split(int32_t l, const token_info& ti, layer_density& d) {
     }
     observe(l, probe::gate_pre, ti.pos, 1, m_gate.data(), hidden);
     observe(l, probe::up_pre, ti.pos, 1, m_up.data(), hidden);
-    kernels::swiglu(m_gate.data(), m_gate.data(), m_up.data(), hidden);
+    glu(m_gate.data(), m_gate.data(), m_up.data(), hidden);  // SwiGLU or GeGLU, as the architecture says
     observe(l, probe::glu, ti.pos, 1, m_gate.data(), hidden);
 
     // Down: heavy columns (input-major rows) plus the light part's contribution.

@@ -6,6 +6,7 @@
 #include <span>
 #include <vector>
 
+#include "sparselens/core/mlp_source.h"
 #include "sparselens/core/model.h"
 #include "sparselens/core/observer.h"
 #include "sparselens/core/residency.h"
@@ -67,6 +68,10 @@ public:
     sparsity_method* method() const { return m_method; }
     // Cache state DIP-CA reads and which sees every token's masks (nullptr: none).
     void set_residency(residency_source* r) { m_residency = r; }
+    // Offloaded MLP weights (nullptr: the model's own); the context does not own it. Call before
+    // set_method: the method's MLP input-major copies are then not built (the source provides them).
+    // Only the single-token sparse path (a method attached) reads from it; fused methods are not offloaded.
+    void set_mlp_source(mlp_weight_source* s) { m_mlp_source = s; }
     uint64_t layout_bytes() const;
     // Differential-cache statistics of a fused method (all zero otherwise).
     fused_mlp_stats fused_stats() const;
@@ -113,6 +118,7 @@ private:
     sparsity_method* m_method = nullptr;
     method_traits m_traits;
     residency_source* m_residency = nullptr;
+    mlp_weight_source* m_mlp_source = nullptr;
     bool m_prompt_open = false;
     std::vector<layer_layouts> m_layouts;
     layer_masks m_masks;

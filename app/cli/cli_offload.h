@@ -1,0 +1,46 @@
+// Shared pieces of the offload commands (`pack`, `run --offload`, `probe-device`).
+#pragma once
+
+#include <string>
+
+#include "cli_common.h"
+#include "sparselens/core/result.h"
+#include "sparselens/sim/deploy_config.h"
+
+namespace sl::cli {
+
+// While alive, Ctrl-C asks the current long job to stop (through offload_progress) instead of killing it.
+class offload_interrupt {
+public:
+    offload_interrupt();
+    ~offload_interrupt();
+    static bool requested();
+
+private:
+    void (*m_previous)(int);
+};
+
+// "\r<label>: 42.0%" on stderr when it is a terminal; returns false once Ctrl-C was pressed.
+progress_fn offload_progress(const std::string& label, bool quiet);
+
+// The MLP layout a config's method loads ("dip", "bundle", ...).
+std::string config_layout(const sim::deploy_config& c);
+
+void register_pack(CLI::App& app, command_fn& run);          // cmd_pack.cpp
+
+struct run_opts_offload {
+    std::string pack_path;   // empty: MODEL.<layout>.slpack
+    std::string dram;        // budget; empty: the config device's dram_bytes
+    std::string device;      // profile for the prediction; empty: the config's
+    std::string io = "auto";
+    bool verify = true;
+    bool dense_baseline = false;
+};
+
+struct generation_request;
+// cli_offload_run.cpp: `run --offload`.
+int run_offloaded(const std::string& model_path, const std::string& config_path, const std::string& tokenizer_path,
+                  const generation_request& q, int32_t threads, bool allow_other_weights, bool json,
+                  const run_opts_offload& oo);
+
+}  // namespace sl::cli

@@ -1,0 +1,327 @@
+// Writing, opening and verifying MLP packs (format: docs/offload.md).
+#include "sparselens/offload/pack.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "sparselens/core/calibration.h"
+#include "sparselens/core/fingerprint.h"
+#include "sparselens/kernels/sparse.h"
+#include "sparselens/offload/direct_io.h"
+
+namespace sl::offload {
+
+namespace {
+
+constexpr char k_magic[8] = {'S', 'L', 'P', 'A', 'C', 'K', '\x1a', '\n'};
+constexpr uint32_t k_max_groups = 4;
+constexpr uint32_t k_max_index = 1u << 20;
+
+uint64_t align_up(uint64_t v) { return (v + pack_align - 1) / pack_align * pack_align; }
+
+// Same rule as the engine's input-major copies (context::set_method).
+dtype input_major_type(const tensor_view& w) { return w.rows % dtype_block_elems(w.type) == 0 ? w.type : dtype::f32; }
+
+const tensor_view& matrix_of(const layer_weights& lw, uint8_t i) { return i == 0 ? lw.w_gate : i == 1 ? lw.w_up : lw.w_down; }
+
+struct writer {
+    std::vector<uint8_t> b;
+    template <class T>
+    void put(T v) {
+        const auto* p = reinterpret_cast<const uint8_t*>(&v);
+        b.insert(b.end(), p, p + sizeof(T));
+    }
+};
+
+struct reader {
+    const uint8_t* p;
+    size_t n, at = 0;
+    bool ok = true;
+    template <class T>
+    T get() {
+        T v{};
+        if (at + sizeof(T) > n) {
+            ok = false;
+            return v;
+        }
+        std::memcpy(&v, p + at, sizeof(T));
+        at += sizeof(T);
+        return v;
+    }
+};
+
+std::vector<uint8_t> index_bytes(const pack_info& p) {
+    writer w;
+    w.b.insert(w.b.end(), k_magic, k_magic + 8);
+    w.put(pack_version);
+    w.put<uint64_t>(p.data_offset);
+    w.put<uint64_t>(p.file_bytes);
+    w.b.insert(w.b.end(), p.model_sha256.begin(), p.model_sha256.end());
+    w.put<uint64_t>(p.model_file_bytes);
+    w.put(p.dim);
+    w.put(p.hidden);
+    w.put(p.n_layers);
+    w.put(static_cast<uint32_t>(p.groups.size()));
+    for (const pack_group& g : p.groups) {
+        w.put(static_cast<uint8_t>(g.kind));
+        w.put(g.units);
+        w.put(g.unit_bytes);
+        w.put(static_cast<uint32_t>(g.segments.size()));
+        for (const pack_segment& s : g.segments) {
+            w.put(s.matrix);
+            w.put(static_cast<uint8_t>(s.cols_major));
+            w.put(static_cast<uint8_t>(s.type));
+            w.put(s.len);
+        }
+    }
+    for (const pack_region& r : p.regions) {
+        w.put(r.offset);
+        w.put(r.bytes);
+        w.put(r.checksum);
+    }
+    w.put(fnv1a64(w.b.data(), w.b.size()));
+    return w.b;
+}
+
+}  // namespace
+
+uint64_t pack_info::mlp_bytes() const {
+    uint64_t s = 0;
+    for (const pack_region& r : regions) s += r.bytes;
+    return s;
+}
+
+std::vector<pack_segment> pack_segments(sim::unit_kind kind, const model& m) {
+    const layer_weights& lw = m.layers.front();
+    auto row = [&](uint8_t i) { return pack_segment{i, false, matrix_of(lw, i).type, matrix_of(lw, i).cols}; };
+    auto col = [&](uint8_t i) {
+        const tensor_view& w = matrix_of(lw, i);
+        return pack_segment{i, true, input_major_type(w), w.rows};
+    };
+    using k = sim::unit_kind;
+    switch (kind) {
+        case k::neuron_bundle: return {row(0), row(1), col(2)};
+        case k::up_down_bundle: return {row(1), col(2)};
+        case k::gate_row: return {row(0)};
+        case k::up_row: return {row(1)};
+        case k::down_column: return {col(2)};
+        case k::input_column_pair: return {col(1), col(0)};
+        case k::up_column: return {col(1)};
+        case k::gate_column: return {col(0)};
+    }
+    return {};
+}
+
+std::string pack_layout_tag(const sim::mlp_layout& l) {
+    for (const char* name : {"dip", "bundle", "cats"})
+        if (auto p = sim::layout_parse(name); p && p->groups == l.groups) return name;
+    std::string tag = sim::layout_name(l);
+    std::replace(tag.begin(), tag.end(), ',', '+');
+    return tag;
+}
+
+std::string pack_default_path(const std::string& model_path, const sim::mlp_layout& layout) {
+    return model_path + "." + pack_layout_tag(layout) + ".slpack";
+}
+
+outcome pack_write(const model& m, const std::string& model_path, const sim::mlp_layout& layout,
+                   const std::string& out_path, const progress_fn& progress) {
+    if (m.layers.empty()) return error{model_path + ": model has no layers"};
+    if (auto v = sim::layout_validate(layout); !v) return v.err();
+    auto sha = sha256_file(model_path, [&](float f) { return !progress || progress(0.1f * f); });
+    if (!sha) return sha.err();
+    pack_info p;
+    p.model_sha256 = *sha;
+    p.model_file_bytes = std::filesystem::file_size(model_path);
+    p.dim = m.hp.dim;
+    p.hidden = m.hp.hidden_dim;
+    p.n_layers = static_cast<int32_t>(m.layers.size());
+    p.layout = sim::layout_name(layout);
+    for (sim::unit_kind kind : layout.groups) {
+        pack_group g;
+        g.kind = kind;
+        g.segments = pack_segments(kind, m);
+        g.units = static_cast<uint32_t>(g.segments.front().cols_major ? matrix_of(m.layers[0], g.segments[0].matrix).cols
+                                                                        : matrix_of(m.layers[0], g.segments[0].matrix).rows);
+        for (const pack_segment& s : g.segments) g.unit_bytes += s.bytes();
+        p.groups.push_back(g);
+    }
+    // Offsets first (the index size does not depend on them), then the data.
+    p.regions.resize(p.groups.size() * m.layers.size());
+    const uint64_t index_size = index_bytes(p).size();
+    p.data_offset = align_up(index_size);
+    uint64_t at = p.data_offset;
+    for (pack_region& r : p.regions) {
+        r.offset = at;
+        r.bytes = p.groups[static_cast<size_t>(&r - p.regions.data()) % p.groups.size()].unit_bytes *
+                  p.groups[static_cast<size_t>(&r - p.regions.data()) % p.groups.size()].units;
+        at = align_up(at + r.bytes);
+    }
+    p.file_bytes = at;
+
+    const std::string tmp = out_path + ".part";
+    std::FILE* f = std::fopen(tmp.c_str(), "wb");
+    if (!f) return error{out_path + ": cannot write: " + std::strerror(errno)};
+    auto fail = [&](const std::string& msg, bool cancelled = false) {
+        std::fclose(f);
+        std::remove(tmp.c_str());
+        return outcome(error{msg, cancelled});
+    };
+    std::vector<uint8_t> region;
+    for (size_t l = 0; l < m.layers.size(); ++l) {
+        const layer_weights& lw = m.layers[l];
+        kernels::owned_matrix cols[3];
+        for (size_t gi = 0; gi < p.groups.size(); ++gi) {
+            const pack_group& g = p.groups[gi];
+            for (const pack_segment& s : g.segments)
+                if (s.cols_major && cols[s.matrix].bytes.empty())
+                    cols[s.matrix] = kernels::to_input_major(matrix_of(lw, s.matrix), s.type);
+            region.assign(align_up(g.unit_bytes * g.units), 0);
+            for (uint32_t u = 0; u < g.units; ++u) {
+                uint8_t* dst = region.data() + uint64_t{u} * g.unit_bytes;
+                for (const pack_segment& s : g.segments) {
+                    const tensor_view& v = s.cols_major ? cols[s.matrix].view : matrix_of(lw, s.matrix);
+                    std::memcpy(dst, v.row(u), s.bytes());
+                    dst += s.bytes();
+                }
+            }
+            pack_region& r = p.regions[l * p.groups.size() + gi];
+            r.checksum = fnv1a64(region.data(), r.bytes);
+            if (std::fseek(f, static_cast<long>(r.offset), SEEK_SET) != 0 ||
+                std::fwrite(region.data(), 1, region.size(), f) != region.size())
+                return fail(out_path + ": write failed: " + std::strerror(errno));
+        }
+        if (progress && !progress(0.1f + 0.9f * static_cast<float>(l + 1) / static_cast<float>(m.layers.size())))
+            return fail(out_path + ": pack cancelled", true);
+    }
+    const std::vector<uint8_t> idx = index_bytes(p);
+    if (std::fseek(f, 0, SEEK_SET) != 0 || std::fwrite(idx.data(), 1, idx.size(), f) != idx.size() ||
+        std::fflush(f) != 0 || ::fsync(fileno(f)) != 0)
+        return fail(out_path + ": write failed: " + std::strerror(errno));
+    std::fclose(f);
+    std::error_code ec;
+    std::filesystem::rename(tmp, out_path, ec);
+    if (ec) {
+        std::remove(tmp.c_str());
+        return error{out_path + ": cannot rename the finished pack: " + ec.message()};
+    }
+    return {};
+}
+
+result<pack_info> pack_open(const std::string& path, const model& m, const std::string& model_sha256) {
+    auto bad = [&](const std::string& what) { return error{path + ": " + what}; };
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    if (!f) return bad(std::string("cannot open: ") + std::strerror(errno));
+    std::vector<uint8_t> head(k_max_index);
+    const size_t got = std::fread(head.data(), 1, head.size(), f);
+    std::fclose(f);
+    std::error_code ec;
+    const uint64_t size = std::filesystem::file_size(path, ec);
+    if (got < 8 || std::memcmp(head.data(), k_magic, 8) != 0) return bad("not a SparseLens MLP pack (bad magic)");
+    reader r{head.data(), got, 8};
+    pack_info p;
+    p.path = path;
+    const uint32_t version = r.get<uint32_t>();
+    if (version != pack_version)
+        return bad("pack version " + std::to_string(version) + " is not supported (this build reads " +
+                   std::to_string(pack_version) + ")");
+    p.data_offset = r.get<uint64_t>();
+    p.file_bytes = r.get<uint64_t>();
+    if (r.at + 64 > got) return bad("index truncated");
+    p.model_sha256.assign(reinterpret_cast<const char*>(head.data() + r.at), 64);
+    r.at += 64;
+    p.model_file_bytes = r.get<uint64_t>();
+    p.dim = r.get<int32_t>();
+    p.hidden = r.get<int32_t>();
+    p.n_layers = r.get<int32_t>();
+    const uint32_t n_groups = r.get<uint32_t>();
+    if (!r.ok || n_groups == 0 || n_groups > k_max_groups) return bad("index truncated or corrupted");
+    if (p.dim != m.hp.dim || p.hidden != m.hp.hidden_dim || p.n_layers != static_cast<int32_t>(m.layers.size()))
+        return bad("pack is for a model of shape dim " + std::to_string(p.dim) + ", hidden " + std::to_string(p.hidden) +
+                   ", " + std::to_string(p.n_layers) + " layers, not this one");
+    sim::mlp_layout layout;
+    layout.groups.clear();
+    for (uint32_t gi = 0; gi < n_groups && r.ok; ++gi) {
+        pack_group g;
+        const uint8_t kind = r.get<uint8_t>();
+        g.units = r.get<uint32_t>();
+        g.unit_bytes = r.get<uint64_t>();
+        const uint32_t n_seg = r.get<uint32_t>();
+        if (kind >= sim::unit_kind_count || n_seg == 0 || n_seg > 3) return bad("index corrupted (unit group)");
+        g.kind = static_cast<sim::unit_kind>(kind);
+        for (uint32_t s = 0; s < n_seg && r.ok; ++s) {
+            pack_segment seg;
+            seg.matrix = r.get<uint8_t>();
+            seg.cols_major = r.get<uint8_t>() != 0;
+            seg.type = static_cast<dtype>(r.get<uint8_t>());
+            seg.len = r.get<int64_t>();
+            g.segments.push_back(seg);
+        }
+        // The layout must be exactly what this build writes for this model (types, lengths, sizes).
+        const std::vector<pack_segment> want = pack_segments(g.kind, m);
+        bool same = want.size() == g.segments.size();
+        uint64_t ub = 0;
+        for (size_t s = 0; same && s < want.size(); ++s) {
+            same = want[s].matrix == g.segments[s].matrix && want[s].cols_major == g.segments[s].cols_major &&
+                   want[s].type == g.segments[s].type && want[s].len == g.segments[s].len;
+            ub += want[s].bytes();
+        }
+        const uint32_t units = sim::unit_kind_units(g.kind, sim::shape_from_model(m));
+        if (!same || ub != g.unit_bytes || g.units != units)
+            return bad("unit layout differs from this model's weights (stale or foreign pack)");
+        layout.groups.push_back(g.kind);
+        p.groups.push_back(std::move(g));
+    }
+    p.layout = sim::layout_name(layout);
+    p.regions.resize(static_cast<size_t>(p.n_layers) * n_groups);
+    for (pack_region& reg : p.regions) {
+        reg.offset = r.get<uint64_t>();
+        reg.bytes = r.get<uint64_t>();
+        reg.checksum = r.get<uint64_t>();
+    }
+    const size_t body = r.at;
+    const uint64_t sum = r.get<uint64_t>();
+    if (!r.ok) return bad("index truncated");
+    if (sum != fnv1a64(head.data(), body)) return bad("index checksum mismatch (corrupted pack)");
+    if (size != p.file_bytes)
+        return bad("file is " + std::to_string(size) + " bytes, the index says " + std::to_string(p.file_bytes) +
+                   " (truncated or modified pack)");
+    for (size_t i = 0; i < p.regions.size(); ++i) {
+        const pack_region& reg = p.regions[i];
+        const pack_group& g = p.groups[i % n_groups];
+        if (reg.offset % pack_align || reg.offset < p.data_offset || reg.bytes != g.unit_bytes * g.units ||
+            reg.offset + reg.bytes > p.file_bytes)
+            return bad("index corrupted (region " + std::to_string(i) + ")");
+    }
+    if (!model_sha256.empty() && model_sha256 != p.model_sha256)
+        return bad("pack was made from another model file (sha256 " + p.model_sha256.substr(0, 12) + "… vs " +
+                   model_sha256.substr(0, 12) + "…): run `sparselens pack` again");
+    return p;
+}
+
+outcome pack_verify(const pack_info& p, const progress_fn& progress) {
+    auto rd = direct_reader::open(p.path, "auto");
+    if (!rd) return rd.err();
+    uint64_t largest = 0;
+    for (const pack_region& r : p.regions) largest = std::max(largest, align_up(r.bytes));
+    aligned_buffer buf(largest);
+    if (!buf.data) return error{p.path + ": out of memory verifying the pack"};
+    for (size_t i = 0; i < p.regions.size(); ++i) {
+        const pack_region& r = p.regions[i];
+        const read_request req{r.offset, align_up(r.bytes), buf.data};
+        if (auto o = (*rd)->read({&req, 1}); !o) return o;
+        if (fnv1a64(buf.data, r.bytes) != r.checksum)
+            return error{p.path + ": checksum mismatch in layer " + std::to_string(i / p.groups.size()) +
+                         " (modified or corrupted pack): run `sparselens pack` again"};
+        if (progress && !progress(static_cast<float>(i + 1) / static_cast<float>(p.regions.size())))
+            return error{p.path + ": verification cancelled", true};
+    }
+    return {};
+}
+
+}  // namespace sl::offload

@@ -1,0 +1,334 @@
+// offload_runtime: per-(layer, group) DRAM caches of MLP units decided by the simulator's stream_cache,
+// O_DIRECT reads of the missed runs, and one layer of staging rows the engine's kernels read.
+#include "sparselens/offload/runtime.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "sparselens/sim/residency.h"
+#include "sparselens/sim/shape.h"
+
+namespace sl::offload {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+double since(clock_type::time_point t0) { return std::chrono::duration<double>(clock_type::now() - t0).count(); }
+uint64_t align_up(uint64_t v) { return (v + pack_align - 1) / pack_align * pack_align; }
+constexpr uint32_t k_no_owner = 0xffffffffu;
+
+bool input_kind(sim::unit_kind k) {
+    return k == sim::unit_kind::input_column_pair || k == sim::unit_kind::up_column || k == sim::unit_kind::gate_column;
+}
+
+const tensor_view& matrix_of(const layer_weights& lw, int i) { return i == 0 ? lw.w_gate : i == 1 ? lw.w_up : lw.w_down; }
+
+// The simulator's weight format of a storage type (its unit bytes then equal ours).
+sim::quant_format quant_of(dtype t) {
+    switch (t) {
+        case dtype::f32: return {32, 0, 0, 0};
+        case dtype::f16:
+        case dtype::bf16: return {16, 0, 0, 0};
+        case dtype::q8_0: return {8, 32, 16, 0};
+        case dtype::q4_0: return {4, 32, 16, 0};
+    }
+    return {};
+}
+
+const char* matrix_name(int i) { return i == 0 ? "W_gate" : i == 1 ? "W_up" : "W_down"; }
+
+}  // namespace
+
+struct offload_runtime::stream {
+    sim::stream_cache cache;
+    sim::cache_config cfg;
+    uint64_t unit_bytes = 0;
+    uint8_t* slots = nullptr;
+    std::vector<int32_t> slot_of;   // per unit: its slot or -1
+    std::vector<uint32_t> owner;    // per slot: its unit or k_no_owner
+    std::vector<uint32_t> free_slots;
+
+    stream(uint32_t units, const sim::cache_config& c, uint64_t ub, uint8_t* mem)
+        : cache(units, c), cfg(c), unit_bytes(ub), slots(mem) {
+        clear();
+    }
+    void clear() {
+        cache = sim::stream_cache(static_cast<uint32_t>(slot_of.empty() ? cache.n_units() : slot_of.size()), cfg);
+        slot_of.assign(cache.n_units(), -1);
+        owner.assign(cfg.capacity, k_no_owner);
+        free_slots.resize(cfg.capacity);
+        for (uint32_t i = 0; i < cfg.capacity; ++i) free_slots[i] = cfg.capacity - 1 - i;
+    }
+};
+
+offload_runtime::~offload_runtime() = default;
+
+result<std::unique_ptr<offload_runtime>> offload_runtime::create(const model& m, pack_info pack,
+                                                                 const method_traits& traits, const offload_params& p) {
+    if (traits.fused) return error{"offload: fused methods (sparsellm) keep their own bundle buffers; not offloaded"};
+    std::unique_ptr<offload_runtime> rt(new offload_runtime());
+    rt->m_model = &m;
+    rt->m_params = p;
+    bool has_rows[3] = {}, has_cols[3] = {};
+    uint64_t bounce = 0;
+    for (size_t g = 0; g < pack.groups.size(); ++g) {
+        const pack_group& pg = pack.groups[g];
+        rt->m_kinds.push_back(pg.kind);
+        bool rows_seg = false;
+        for (const pack_segment& s : pg.segments) {
+            (s.cols_major ? has_cols : has_rows)[s.matrix] = true;
+            rt->m_covered[s.matrix] = true;
+            rows_seg = rows_seg || !s.cols_major;
+            aligned_buffer& b = rt->m_staging[s.matrix][s.cols_major];
+            if (!b.data) {
+                b = aligned_buffer(uint64_t{pg.units} * s.bytes());
+                if (!b.data) return error{"offload: out of memory for the staging rows"};
+                rt->m_stage_view[s.matrix][s.cols_major] = tensor_view{s.type, pg.units, s.len, b.data};
+            }
+        }
+        const bool in = input_kind(pg.kind);
+        // Units holding gate or up rows are needed before the neurons are final: only methods whose
+        // neuron set is fixed by select_mlp_inputs can load them then.
+        if (!in && rows_seg && (traits.neurons_post || traits.down_in))
+            return error{std::string("offload: unit kind ") + sim::unit_kind_name(pg.kind) +
+                         " holds gate/up rows, but this method chooses neurons after computing them; "
+                         "not supported by the offload runtime"};
+        rt->m_stage_of.push_back(in || rows_seg ? 0 : 1);
+        int32_t& slot = in ? rt->m_input_group : rt->m_neuron_group;
+        if (slot < 0) slot = static_cast<int32_t>(g);
+        // Runs are disjoint and ascending, so two runs share at most one page: the pages one token reads
+        // are at most the region's plus one per run beyond the first (runs <= ceil(units / 2)).
+        bounce = std::max(bounce, (align_up(pg.unit_bytes * pg.units) / pack_align + (pg.units + 1) / 2) * pack_align);
+    }
+    for (int i = 0; i < 3; ++i) {
+        if (!rt->m_covered[i]) has_rows[i] = true;  // resident, the model's own
+        const bool need_cols = i < 2 ? traits.mlp_inputs : (traits.down_in || traits.neurons_pre || traits.neurons_post);
+        const bool need_rows = i < 2 && traits.neurons_pre;
+        if ((need_cols && !has_cols[i]) || (need_rows && !has_rows[i]))
+            return error{std::string("offload: the method reads ") + (need_cols && !has_cols[i] ? "columns" : "rows") +
+                         " of " + matrix_name(i) + ", which pack layout '" + pack.layout + "' does not store"};
+    }
+    rt->m_bounce = aligned_buffer(bounce);
+    if (!rt->m_bounce.data) return error{"offload: out of memory for the read buffer"};
+    auto rd = direct_reader::open(pack.path, p.io_backend, p.queue_depth);
+    if (!rd) return rd.err();
+    rt->m_reader = std::move(*rd);
+
+    sim::mlp_layout layout;
+    layout.groups = rt->m_kinds;
+    auto mm = sim::memory_map_build(sim::shape_from_model(m), quant_of(pack.groups[0].segments[0].type), layout,
+                                    static_cast<uint32_t>(p.n_ctx));
+    if (!mm) return mm.err();
+    rt->m_map = std::move(*mm);
+    for (size_t g = 0; g < pack.groups.size(); ++g) rt->m_map.groups[g].unit_bytes = pack.groups[g].unit_bytes;
+    rt->m_all_inputs.assign(static_cast<size_t>(m.hp.dim), 1);
+    rt->m_all_neurons.assign(static_cast<size_t>(m.hp.hidden_dim), 1);
+    rt->m_pack = std::move(pack);
+    return rt;
+}
+
+outcome offload_runtime::allocate(uint64_t extra_resident) {
+    const model& m = *m_model;
+    resident_parts& r = m_resident;
+    r = {};
+    for (const layer_weights& lw : m.layers) {
+        r.attention += static_cast<uint64_t>(lw.wq.bytes() + lw.wk.bytes() + lw.wv.bytes() + lw.wo.bytes());
+        for (int i = 0; i < 3; ++i)
+            if (!m_covered[i]) r.mlp_static += static_cast<uint64_t>(matrix_of(lw, i).bytes());
+    }
+    r.attention += extra_resident;
+    r.embedding = static_cast<uint64_t>(m.tok_embd.bytes());
+    r.classifier = m.tied_output ? 0 : static_cast<uint64_t>(m.output.bytes());
+    r.norms = (2 * m.layers.size() + 1) * static_cast<uint64_t>(m.hp.dim) * sizeof(float);
+    r.kv_cache = 2 * m.layers.size() * static_cast<uint64_t>(m_params.n_ctx) * static_cast<uint64_t>(m.hp.kv_dim()) *
+                 sizeof(float);
+    r.work_buffers = m_bounce.size;
+    for (auto& per_matrix : m_staging)
+        for (aligned_buffer& b : per_matrix) r.work_buffers += b.size;
+    if (m_params.dram_bytes < r.total())
+        return error{"--dram " + std::to_string(m_params.dram_bytes) + " bytes is below the resident part of " +
+                     std::to_string(r.total()) + " bytes (attention " + std::to_string(r.attention) + ", embeddings " +
+                     std::to_string(r.embedding + r.classifier) + ", norms " + std::to_string(r.norms) + ", KV cache " +
+                     std::to_string(r.kv_cache) + ", static MLP " + std::to_string(r.mlp_static) + ", work buffers " +
+                     std::to_string(r.work_buffers) + ")"};
+    m_map.attention_bytes = r.attention;
+    m_map.embedding_bytes = r.embedding;
+    m_map.classifier_bytes = r.classifier;
+    m_map.norm_bytes = r.norms;
+    m_map.kv_cache_bytes = r.kv_cache;
+    m_map.mlp_static_bytes = r.mlp_static;
+    m_map.extra_resident_bytes = r.work_buffers;
+    auto a = sim::allocate(m_map, m_params.dram_bytes);
+    if (!a) return a.err();
+    m_alloc = std::move(*a);
+    m_cache_capacity = 0;
+    for (uint32_t s = 0; s < m_map.n_streams(); ++s)
+        m_cache_capacity += uint64_t{m_alloc.stream_capacity[s]} * m_map.stream_group(s).unit_bytes;
+    if (r.total() + m_cache_capacity > m_params.dram_bytes) return error{"offload: cache allocation exceeds the budget"};
+    m_slots = aligned_buffer(m_cache_capacity);  // pages are touched only as units arrive
+    if (m_cache_capacity && !m_slots.data) return error{"offload: out of memory for the MLP cache"};
+    m_streams.clear();
+    uint64_t at = 0;
+    for (uint32_t s = 0; s < m_map.n_streams(); ++s) {
+        sim::cache_config c;
+        c.policy = m_params.policy;
+        c.window_tokens = m_params.window_tokens;
+        c.capacity = m_params.policy == sim::cache_policy::none ? 0 : m_alloc.stream_capacity[s];
+        const pack_group& g = m_pack.groups[s % m_pack.groups.size()];
+        if (auto v = sim::cache_config_validate(c, g.units, "offload cache"); !v) return v;
+        m_streams.push_back(std::make_unique<stream>(g.units, c, g.unit_bytes, m_slots.data + at));
+        at += uint64_t{c.capacity} * g.unit_bytes;
+    }
+    return {};
+}
+
+bool offload_runtime::load_stream(int32_t layer, size_t group, const std::vector<uint32_t>& active) {
+    stream& s = *m_streams[static_cast<size_t>(layer) * m_pack.groups.size() + group];
+    const pack_group& pg = m_pack.groups[group];
+    const pack_region& reg = m_pack.region(layer, group);
+    const sim::access_stats st = s.cache.access(m_token, active, nullptr, m_misses);
+    m_cur.hits += st.hits;
+    m_cur.misses += st.misses;
+
+    // Runs of consecutive missed ids, each one read of whole pages (as the simulator counts them).
+    m_reqs.clear();
+    m_miss_src.resize(m_misses.size());
+    uint64_t cursor = 0;
+    for (size_t i = 0; i < m_misses.size();) {
+        size_t j = i + 1;
+        while (j < m_misses.size() && m_misses[j] == m_misses[j - 1] + 1) ++j;
+        const uint64_t start = reg.offset + uint64_t{m_misses[i]} * pg.unit_bytes;
+        const uint64_t end = start + (j - i) * pg.unit_bytes;
+        const uint64_t a0 = start / pack_align * pack_align, a1 = align_up(end);
+        if (cursor + (a1 - a0) > m_bounce.size) {
+            m_error = m_pack.path + ": read buffer too small (internal error)";
+            return false;
+        }
+        m_reqs.push_back({a0, a1 - a0, m_bounce.data + cursor});
+        for (size_t k = i; k < j; ++k) m_miss_src[k] = m_bounce.data + cursor + (start - a0) + (k - i) * pg.unit_bytes;
+        cursor += a1 - a0;
+        ++m_cur.runs;
+        i = j;
+    }
+    const uint64_t req0 = m_reader->requests();
+    const auto t_io = clock_type::now();
+    if (auto o = m_reader->read(m_reqs); !o) {
+        m_error = o.message();
+        return false;
+    }
+    m_cur.io_seconds += since(t_io);
+    m_cur.bytes_read += cursor;
+    m_cur.requests += m_reader->requests() - req0;
+
+    const auto t_copy = clock_type::now();
+    for (uint32_t slot = 0; slot < s.owner.size(); ++slot) {  // evicted units free their slots
+        const uint32_t u = s.owner[slot];
+        if (u != k_no_owner && !s.cache.resident(u)) {
+            s.slot_of[u] = -1;
+            s.owner[slot] = k_no_owner;
+            s.free_slots.push_back(slot);
+        }
+    }
+    for (size_t k = 0; k < m_misses.size(); ++k) {  // misses the policy cached
+        const uint32_t u = m_misses[k];
+        if (!s.cache.resident(u)) continue;
+        if (s.free_slots.empty()) {
+            m_error = "offload: cache slots exhausted (internal error)";
+            return false;
+        }
+        const uint32_t slot = s.free_slots.back();
+        s.free_slots.pop_back();
+        s.slot_of[u] = static_cast<int32_t>(slot);
+        s.owner[slot] = u;
+        std::memcpy(s.slots + uint64_t{slot} * s.unit_bytes, m_miss_src[k], s.unit_bytes);
+    }
+    size_t k = 0;
+    for (uint32_t u : active) {  // the active units into the rows the kernels read
+        while (k < m_misses.size() && m_misses[k] < u) ++k;
+        const uint8_t* src = s.slot_of[u] >= 0 ? s.slots + uint64_t(s.slot_of[u]) * s.unit_bytes
+                             : (k < m_misses.size() && m_misses[k] == u) ? m_miss_src[k]
+                                                                         : nullptr;
+        if (!src) {
+            m_error = "offload: unit " + std::to_string(u) + " of layer " + std::to_string(layer) +
+                      " is neither cached nor read (internal error)";
+            return false;
+        }
+        for (const pack_segment& seg : pg.segments) {
+            const tensor_view& v = m_stage_view[seg.matrix][seg.cols_major];
+            std::memcpy(const_cast<uint8_t*>(v.row(u)), src, seg.bytes());
+            src += seg.bytes();
+        }
+    }
+    m_cur.copy_seconds += since(t_copy);
+    return true;
+}
+
+void offload_runtime::build_views(int32_t layer, mlp_views& out) const {
+    const layer_weights& lw = m_model->layers[static_cast<size_t>(layer)];
+    for (int i = 0; i < 3; ++i) {
+        out.rows[i] = m_covered[i] ? m_stage_view[i][0] : matrix_of(lw, i);
+        out.cols[i] = m_stage_view[i][1];
+    }
+}
+
+bool offload_runtime::fetch(int32_t layer, stage st, const layer_masks& masks, mlp_views& out) {
+    if (!m_error.empty()) return false;
+    const uint8_t want = st == stage::inputs ? 0 : 1;
+    for (size_t g = 0; g < m_kinds.size(); ++g) {
+        if (m_stage_of[g] != want) continue;
+        sim::masks_to_units(m_kinds[g], masks, m_pack.groups[g].units, m_active);
+        if (!load_stream(layer, g, m_active)) return false;
+    }
+    build_views(layer, out);
+    return true;
+}
+
+const uint8_t* offload_runtime::resident_inputs(int32_t layer) const {
+    if (m_input_group < 0) return m_all_inputs.data();
+    return m_streams[static_cast<size_t>(layer) * m_kinds.size() + static_cast<size_t>(m_input_group)]->cache.resident_flags();
+}
+
+const uint8_t* offload_runtime::resident_neurons(int32_t layer) const {
+    if (m_neuron_group < 0) return m_all_neurons.data();
+    return m_streams[static_cast<size_t>(layer) * m_kinds.size() + static_cast<size_t>(m_neuron_group)]->cache.resident_flags();
+}
+
+void offload_runtime::on_token(int32_t layer, int32_t pos, const layer_masks& masks) {
+    if (m_forward) m_forward->on_token(layer, pos, masks);
+    if (layer + 1 != static_cast<int32_t>(m_model->layers.size())) return;
+    // The budget is checked every token: what the caches hold never exceeds their share of it.
+    uint64_t held = 0;
+    for (const auto& s : m_streams) held += uint64_t{s->cache.n_resident()} * s->unit_bytes;
+    m_cur.cache_bytes = held;
+    m_peak_cache = std::max(m_peak_cache, held);
+    if ((held > m_cache_capacity || m_resident.total() + held > m_params.dram_bytes) && m_error.empty())
+        m_error = "offload: the MLP cache holds " + std::to_string(held) + " bytes, over the budget";
+    m_tokens.push_back(m_cur);
+    m_cur = {};
+    ++m_token;
+}
+
+void offload_runtime::reset() {
+    for (auto& s : m_streams) s->clear();
+    if (m_forward) m_forward->reset();
+}
+
+sim::sim_params offload_sim_params(const offload_runtime& rt, sim::sim_params base) {
+    base.quant = rt.map().quant;
+    base.context_tokens = rt.map().context_tokens;
+    base.pinned.clear();
+    base.layer_weights.clear();
+    base.device.dram_bytes = rt.budget_bytes();
+    auto mm = sim::memory_map_build(rt.map().shape, base.quant, rt.map().layout, base.context_tokens, 0);
+    const uint64_t modeled = mm ? mm->resident_bytes() : 0, real = rt.resident().total();
+    if (real >= modeled)
+        base.extra_resident_bytes = real - modeled;
+    else
+        base.device.dram_bytes -= modeled - real;
+    return base;
+}
+
+const char* offload_runtime::io_backend() const { return m_reader ? m_reader->backend() : "none"; }
+
+}  // namespace sl::offload
