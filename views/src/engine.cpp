@@ -159,7 +159,7 @@ result<std::string> engine::calibrate(const eval_text& text, const job_hooks& ho
 
 outcome engine::ensure_calibration(const method_config& cfg, const std::shared_ptr<const eval_text>& text,
                                    const job_hooks& hooks) {
-    if (!method_needs_calibration(cfg.name) || m_calib) return {};
+    if (!method_config_needs_calibration(cfg) || m_calib) return {};
     if (!text) return error{cfg.name + ": needs a calibration and there is no text to calibrate on"};
     auto r = calibrate(*text, hooks);
     if (!r) return r.err();
