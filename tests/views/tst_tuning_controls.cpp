@@ -6,6 +6,7 @@
 
 #include <QComboBox>
 #include <QLabel>
+#include <QLocale>
 #include <QLineSeries>
 #include <QSignalSpy>
 #include <QSlider>
@@ -135,6 +136,34 @@ private slots:
         t.rankSpin()->setValue(8);
         QCOMPARE(spy.count(), 1);
         QCOMPARE(t.request(false).method.rank, 8);
+    }
+
+    // Dense: one baseline figure everywhere, ×1.00, no hit rate. Methods: the CPU ratio with its spread.
+    void denseReadoutsAgreeAndRatiosShowSpread() {
+        TuningPanel t;
+        auto r = std::make_shared<tuning_result>();
+        r->config = named("dense");
+        r->eval.ppl = r->eval.ppl_dense = 4;
+        r->eval.decode_tokens_per_second = r->eval.dense_decode_tokens_per_second = 12495;
+        r->eval.speed_ratio_median = r->eval.speed_ratio_p25 = r->eval.speed_ratio_p75 = 1.0;
+        r->sim_tokens_per_s = r->sim_dense_tokens_per_s = 900;
+        r->sim_hit_rate = 0.49;
+        t.showResult(r);
+        QVERIFY2(t.readout(QStringLiteral("cpu")).startsWith(QLocale().toString(12495.0, 'f', 0)), qPrintable(t.readout("cpu")));
+        QVERIFY(t.readout(QStringLiteral("cpu")).contains(QStringLiteral("dense baseline")));
+        QCOMPARE(t.readout(QStringLiteral("cpu_ratio")), QStringLiteral("×1.00 (dense)"));
+        QCOMPARE(t.readout(QStringLiteral("sim_ratio")), QStringLiteral("×1.00 (dense)"));
+        QVERIFY(!t.readout(QStringLiteral("hit")).contains(QStringLiteral("49")));
+
+        r = std::make_shared<tuning_result>(*r);
+        r->config = named("dip");
+        r->eval.decode_tokens_per_second = 15000;
+        r->eval.speed_ratio_median = 1.2;
+        r->eval.speed_ratio_p25 = 1.1;
+        r->eval.speed_ratio_p75 = 1.3;
+        t.showResult(r);
+        QCOMPARE(t.readout(QStringLiteral("cpu_ratio")), QStringLiteral("×1.20 vs dense (1.10–1.30)"));
+        QCOMPARE(t.readout(QStringLiteral("hit")), QStringLiteral("49.0%"));
     }
 
     void neuronsChartMarksThePinnedSet() {

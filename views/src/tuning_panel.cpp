@@ -191,8 +191,9 @@ TuningPanel::TuningPanel(QWidget* parent) : QWidget(parent) {
         tr("Share of MLP weights the kernels actually read"),
         tr("Share of attention projection weights read"),
         tr("Decode speed of the method on this CPU (dense in brackets)"),
-        tr("Measured CPU speed of the method divided by dense's: below ×1 (red) the method is slower than dense "
-           "on this CPU"),
+        tr("Measured CPU speed of the method divided by dense's: the median over the windows, with the "
+           "quartiles in brackets (timings on a busy machine are noisy). Below ×1 (red) the method is slower "
+           "than dense on this CPU"),
         tr("Simulated decode speed on the device with its flash/DRAM caches (dense baseline in brackets)"),
         tr("Simulated device speed of the method divided by dense's: below ×1 (red) dense is faster on this "
            "device, e.g. when each scattered miss reads a whole flash page (see Flash read unit)"),
@@ -583,25 +584,37 @@ void TuningPanel::showResult(std::shared_ptr<const tuning_result> r) {
     set("attn", QStringLiteral("%1%").arg(100 * e.attn_density, 0, 'f', 1));
     const QLocale loc;
     auto speed = [&](double v) { return loc.toString(v, 'f', 0); };
-    set("cpu", tr("%1 (dense %2)").arg(speed(e.decode_tokens_per_second), speed(e.dense_decode_tokens_per_second)));
-    set("sim", tr("%1 (dense %2)").arg(speed(r->sim_tokens_per_s), speed(r->sim_dense_tokens_per_s)));
+    const bool dense = r->config.name == "dense";
+    if (dense) {
+        // One measurement of one computation: shown once, as the baseline, never as a difference.
+        set("cpu", tr("%1 (the dense baseline)").arg(speed(e.dense_decode_tokens_per_second)));
+        set("sim", tr("%1 (the dense baseline)").arg(speed(r->sim_dense_tokens_per_s)));
+    } else {
+        set("cpu", tr("%1 (dense %2)").arg(speed(e.decode_tokens_per_second), speed(e.dense_decode_tokens_per_second)));
+        set("sim", tr("%1 (dense %2)").arg(speed(r->sim_tokens_per_s), speed(r->sim_dense_tokens_per_s)));
+    }
     // The ratio says outright when dense wins, rather than leaving it to a comparison of two numbers.
-    auto ratio = [&](const char* key, double method, double dense) {
+    // spread: the CPU's per-window quartiles (a noisy machine shows it), empty for the simulator.
+    auto ratio = [&](const char* key, double x, const QString& spread) {
         QLabel* l = m_readouts[QLatin1String(key)];
-        if (!(method > 0) || !(dense > 0) || r->config.name == "dense") {
-            l->setText(r->config.name == "dense" ? tr("×1 (dense)") : QStringLiteral("–"));
+        if (dense || !(x > 0)) {
+            l->setText(dense ? tr("×1.00 (dense)") : QStringLiteral("–"));
             l->setStyleSheet(QString());
             return;
         }
-        const double x = method / dense;
         const QString v = x < 0.095 ? QString::number(x, 'f', 3) : QString::number(x, 'f', 2);
-        l->setText(x < 1.0 ? tr("×%1 — dense is faster").arg(v) : tr("×%1 vs dense").arg(v));
+        l->setText((x < 1.0 ? tr("×%1 — dense is faster").arg(v) : tr("×%1 vs dense").arg(v)) + spread);
         l->setStyleSheet(x < 1.0 ? QStringLiteral("color: #c62828; font-weight: bold;")
                                  : QStringLiteral("color: #2e7d32; font-weight: bold;"));
     };
-    ratio("cpu_ratio", e.decode_tokens_per_second, e.dense_decode_tokens_per_second);
-    ratio("sim_ratio", r->sim_tokens_per_s, r->sim_dense_tokens_per_s);
-    set("hit", QStringLiteral("%1%").arg(100 * r->sim_hit_rate, 0, 'f', 1));
+    const bool perWindow = e.speed_ratio_median > 0 && e.speed_ratio_p75 > e.speed_ratio_p25;
+    const double cpuRatio = perWindow ? e.speed_ratio_median
+                            : e.dense_decode_tokens_per_second > 0 ? e.decode_tokens_per_second / e.dense_decode_tokens_per_second
+                                                                   : 0.0;
+    ratio("cpu_ratio", cpuRatio,
+          perWindow ? tr(" (%1–%2)").arg(e.speed_ratio_p25, 0, 'f', 2).arg(e.speed_ratio_p75, 0, 'f', 2) : QString());
+    ratio("sim_ratio", r->sim_dense_tokens_per_s > 0 ? r->sim_tokens_per_s / r->sim_dense_tokens_per_s : 0.0, QString());
+    set("hit", dense ? tr("– (dense reads every weight)") : QStringLiteral("%1%").arg(100 * r->sim_hit_rate, 0, 'f', 1));
     m_status->setText(tr("%1 · %2 · %3 scored tokens · %4 ms")
                           .arg(QString::fromStdString(r->config.name),
                                r->partial ? tr("partial (dragging)") : tr("full"))
