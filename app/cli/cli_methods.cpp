@@ -119,6 +119,7 @@ nlohmann::json eval_to_json(const eval_result& r) {
             {"attn_density", r.attn_density},
             {"decode_tokens_per_second", r.decode_tokens_per_second},
             {"dense_decode_tokens_per_second", r.dense_decode_tokens_per_second},
+            {"speed_ratio", {{"median", r.speed_ratio_median}, {"p25", r.speed_ratio_p25}, {"p75", r.speed_ratio_p75}}},
             {"scored_tokens", r.n_scored},
             {"layers", layers}};
 }

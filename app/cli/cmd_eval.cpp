@@ -131,9 +131,13 @@ int run_eval(eval_opts o) {
                 r.ppl - r.ppl_dense, static_cast<long long>(r.n_scored));
     std::printf("KL to dense  mean %.5f, p99 %.5f; same top token %.1f%%\n", r.kld_mean, r.kld_p99, 100 * r.top1_agreement);
     std::printf("density      MLP %.1f%%, attention %.1f%%\n", 100 * r.mlp_density, 100 * r.attn_density);
-    std::printf("decode       %.1f tok/s (dense %.1f tok/s, this CPU)\n", r.decode_tokens_per_second,
-                r.dense_decode_tokens_per_second);
-    if (cache)
+    if (o.m.cfg.name == "dense")
+        std::printf("decode       %.1f tok/s (the dense baseline, measured once, this CPU)\n", r.dense_decode_tokens_per_second);
+    else
+        std::printf("decode       %.1f tok/s (dense %.1f tok/s, this CPU); per window x%.2f vs dense (quartiles %.2f-%.2f)\n",
+                    r.decode_tokens_per_second, r.dense_decode_tokens_per_second, r.speed_ratio_median,
+                    r.speed_ratio_p25, r.speed_ratio_p75);
+    if (cache && o.m.cfg.name != "dense")
         std::printf("cache        LFU stand-in at %.0f%% of units: hit rate %.1f%%\n", 100 * o.cache_fraction,
                     100.0 * cache->hit_rate());
     if (run_id > 0) std::printf("session      recorded as run %lld in %s\n", static_cast<long long>(run_id), o.session.session_path.c_str());

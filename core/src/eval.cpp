@@ -61,13 +61,15 @@ result<dense_reference> eval_dense_reference(context& ctx, std::span<const int32
     for (int64_t w = 0; w < n_windows; ++w) {
         const int32_t* window = ref.tokens.data() + w * n_ctx;
         float* out = ref.logprobs.data() + static_cast<size_t>(w) * ref.scored_per_window() * vocab;
-        seconds += run_window(ctx, window, n_ctx, [&](int32_t j, const float* logits) {
+        const double ws = run_window(ctx, window, n_ctx, [&](int32_t j, const float* logits) {
             float* lp = out + static_cast<size_t>(j - ref.first_scored()) * vocab;
             log_softmax(logits, ref.vocab, lp);
             const int32_t target = tokens[static_cast<size_t>(w * n_ctx + j + 1)];
             nll -= lp[target];
             ++count;
         });
+        seconds += ws;
+        ref.window_seconds.push_back(ws);
         if (params.progress && !params.progress(static_cast<float>(w + 1) / static_cast<float>(n_windows))) {
             ctx.set_method(previous);
             return error{"eval: cancelled", true};
@@ -92,11 +94,12 @@ result<eval_result> eval_method(context& ctx, const dense_reference& ref, sparsi
     klds.reserve(static_cast<size_t>(ref.n_windows) * ref.scored_per_window());
     double nll = 0.0, seconds = 0.0;
     int64_t agree = 0;
+    std::vector<double> ratios;
     for (int32_t w = 0; w < ref.n_windows; ++w) {
         if (residency) residency->reset();
         const int32_t* window = ref.tokens.data() + static_cast<size_t>(w) * n_ctx;
         const float* dense_lp = ref.logprobs.data() + static_cast<size_t>(w) * ref.scored_per_window() * vocab;
-        seconds += run_window(ctx, window, n_ctx, [&](int32_t j, const float* logits) {
+        const double ws = run_window(ctx, window, n_ctx, [&](int32_t j, const float* logits) {
             log_softmax(logits, ref.vocab, lp.data());
             const float* d = dense_lp + static_cast<size_t>(j - ref.first_scored()) * vocab;
             klds.push_back(kl_divergence(d, lp.data(), ref.vocab));
@@ -105,6 +108,8 @@ result<eval_result> eval_method(context& ctx, const dense_reference& ref, sparsi
             const auto top = std::max_element(lp.begin(), lp.end()) - lp.begin();
             agree += dense_top == top;
         });
+        seconds += ws;
+        if (ws > 0 && static_cast<size_t>(w) < ref.window_seconds.size()) ratios.push_back(ref.window_seconds[static_cast<size_t>(w)] / ws);
         if (params.progress && !params.progress(static_cast<float>(w + 1) / static_cast<float>(ref.n_windows))) {
             ctx.set_method(previous);
             ctx.set_residency(nullptr);
@@ -140,6 +145,23 @@ result<eval_result> eval_method(context& ctx, const dense_reference& ref, sparsi
     r.attn_density = attn / static_cast<double>(r.per_layer.size());
     r.decode_tokens_per_second = seconds > 0 ? static_cast<double>(r.n_scored) / seconds : 0.0;
     r.dense_decode_tokens_per_second = ref.decode_tokens_per_second;
+    if (method.name() == "dense") {
+        // The same computation as the reference: one measurement, shown as the baseline it is.
+        r.decode_tokens_per_second = ref.decode_tokens_per_second;
+        ratios.assign(1, 1.0);
+    }
+    if (!ratios.empty()) {
+        std::sort(ratios.begin(), ratios.end());
+        auto quantile = [&](double q) {
+            const double at = q * static_cast<double>(ratios.size() - 1);
+            const size_t i = static_cast<size_t>(at);
+            const double f = at - static_cast<double>(i);
+            return i + 1 < ratios.size() ? ratios[i] * (1 - f) + ratios[i + 1] * f : ratios[i];
+        };
+        r.speed_ratio_median = quantile(0.5);
+        r.speed_ratio_p25 = quantile(0.25);
+        r.speed_ratio_p75 = quantile(0.75);
+    }
     ctx.set_method(previous);
     ctx.set_residency(nullptr);
     return r;

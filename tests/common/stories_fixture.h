@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "sparselens/core/calibration.h"
 #include "sparselens/core/model.h"
 #include "sparselens/core/tokenizer.h"
 #include "test_support.h"
@@ -32,6 +33,17 @@ inline const stories_model& stories260k() {
 inline std::string shared_text(const std::string& rel) {
     const auto raw = read_bytes(shared_path(rel));
     return {raw.begin(), raw.end()};
+}
+
+// A one-thread calibration of stories260K on `tokens` (windows of n_ctx, at most max_tokens).
+inline sl::calibration stories_calibration(const std::vector<int32_t>& tokens, int32_t n_ctx, int32_t max_tokens) {
+    sl::calibration_params cp = sl::calibration_default_params();
+    cp.n_ctx = n_ctx;
+    cp.max_tokens = max_tokens;
+    cp.n_threads = 1;
+    auto cal = sl::calibrate(stories260k().m, tokens, cp);
+    EXPECT_TRUE(cal.ok()) << (cal.ok() ? "" : cal.message());
+    return cal.ok() ? std::move(cal).value() : sl::calibration{};
 }
 
 }  // namespace sl::test

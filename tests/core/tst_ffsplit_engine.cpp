@@ -26,13 +26,7 @@ const fixture& fx() {
         const std::string raw = sl::test::shared_text("text/stories260K_samples.txt");
         fixture r;
         r.held_out = tok.encode(std::string(raw.begin() + 200000, raw.begin() + 206000), true, false);
-        sl::calibration_params cp = sl::calibration_default_params();
-        cp.n_ctx = 128;
-        cp.max_tokens = 2048;
-        cp.n_threads = 1;
-        auto cal = sl::calibrate(model(), tok.encode(std::string(raw.begin(), raw.begin() + 12000), true, false), cp);
-        EXPECT_TRUE(cal.ok()) << (cal.ok() ? "" : cal.message());
-        if (cal.ok()) r.cal = std::move(cal).value();
+        r.cal = sl::test::stories_calibration(tok.encode(std::string(raw.begin(), raw.begin() + 12000), true, false), 128, 2048);
         return r;
     }();
     return f;
@@ -179,6 +173,33 @@ TEST(FFSplitEngine, QuantizedSourceRunsWithHeavyRowsInTheirType) {
     ctx->set_method(method->get());
     const float* logits = ctx->decode(1, 0);
     for (int32_t i = 0; i < q8->hp.vocab_size; ++i) ASSERT_TRUE(std::isfinite(logits[i]));
+}
+
+// Dense is its own baseline: one speed, ratio exactly 1. Other methods get per-window ratio quartiles.
+TEST(EvalSpeed, DenseIsMeasuredOnceAndRatiosCarryTheirSpread) {
+    sl::eval_params ep = sl::eval_default_params();
+    ep.n_ctx = 32;
+    ep.max_windows = 4;
+    auto ctx = sl::context::create(model(), one_thread());
+    ASSERT_TRUE(ctx.ok());
+    auto ref = sl::eval_dense_reference(*ctx, fx().held_out, ep);
+    ASSERT_TRUE(ref.ok());
+    EXPECT_EQ(ref->window_seconds.size(), 4u);
+    sl::method_config dc = sl::method_default_config();
+    auto dense = sl::make_method(dc, model(), nullptr);
+    auto rd = sl::eval_method(*ctx, *ref, **dense, nullptr, ep);
+    ASSERT_TRUE(rd.ok());
+    EXPECT_EQ(rd->decode_tokens_per_second, rd->dense_decode_tokens_per_second);
+    EXPECT_EQ(rd->speed_ratio_median, 1.0);
+    EXPECT_EQ(rd->speed_ratio_p25, 1.0);
+    EXPECT_EQ(rd->speed_ratio_p75, 1.0);
+    auto ff = sl::make_method(ffsplit_config("q4", 0.1f, 1.0f, 0), model(), &fx().cal);
+    ASSERT_TRUE(ff.ok());
+    auto rf = sl::eval_method(*ctx, *ref, **ff, nullptr, ep);
+    ASSERT_TRUE(rf.ok());
+    EXPECT_GT(rf->speed_ratio_p25, 0.0);
+    EXPECT_LE(rf->speed_ratio_p25, rf->speed_ratio_median);
+    EXPECT_LE(rf->speed_ratio_median, rf->speed_ratio_p75);
 }
 
 TEST(FFSplitEngine, Errors) {

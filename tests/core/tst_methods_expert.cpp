@@ -38,13 +38,7 @@ const fixture& fx() {
         EXPECT_GT(raw.size(), 300000u);
         const std::vector<int32_t> calib = tok->encode(std::string(raw.begin(), raw.begin() + 20000), true, false);
         r.held_out = tok->encode(std::string(raw.begin() + 200000, raw.begin() + 210000), true, false);
-        sl::calibration_params cp = sl::calibration_default_params();
-        cp.n_ctx = 128;
-        cp.max_tokens = 4096;
-        cp.n_threads = 1;
-        auto cal = sl::calibrate(r.m, calib, cp);
-        EXPECT_TRUE(cal.ok()) << (cal.ok() ? "" : cal.message());
-        if (cal.ok()) r.cal = std::move(cal).value();
+        r.cal = sl::test::stories_calibration(calib, 128, 4096);
         return r;
     }();
     return f;

@@ -229,7 +229,7 @@ private slots:
         t.setMethodConfig(c);
         QList<QSlider*> sliders;
         for (QSlider* s : t.findChildren<QSlider*>())
-            if (s != t.densitySlider() && s != t.dramSlider() && s->minimum() == 5) sliders << s;
+            if (s != t.densitySlider() && s != t.dramSlider() && s != t.attnSlider() && s->minimum() == 5) sliders << s;
         QCOMPARE(sliders.size(), 2);  // d_in, d_down
         for (QSlider* s : sliders) {
             QVERIFY(!s->isEnabled());

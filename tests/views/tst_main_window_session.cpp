@@ -282,6 +282,37 @@ private slots:
         QTRY_VERIFY_WITH_TIMEOUT(w->sessionPanel()->lastMessage().contains(QStringLiteral("junk.json")), 5000);
         QCOMPARE(w->tuningPanel()->methodCombo()->currentText(), QStringLiteral("dip"));
     }
+
+    // Save run clicked, then the window closed at once, behind an evaluation: the evaluation is
+    // cancelled, the save finishes (progress dialog), and the reopened session holds the run.
+    void closingMidSaveKeepsTheRun() {
+        m_measure = false;  // closing waits for the write on purpose
+        SessionPanel* sp = w->sessionPanel();
+        waitFullResult();
+        const size_t before = sp->runs().size();
+        const auto shown = w->tuningPanel()->lastResult();
+        QVERIFY(shown && !shown->partial);
+        sl::method_config slow = sl::method_default_config();
+        slow.name = "sparsellm";  // builds an SVD predictor per layer first: the queue is not empty
+        slow.density = 0.5f;
+        evaluate_request busy;
+        busy.method = slow;
+        busy.device = w->tuningPanel()->deviceSettings();
+        busy.windows = TuningPanel::fullWindows;
+        c()->evaluate(busy, QStringLiteral("close-test"));
+        QTest::mouseClick(w->tuningPanel()->saveRunButton(), Qt::LeftButton);
+        QVERIFY(c()->pendingSessionWrites() >= 1);
+        w->close();
+        QCOMPARE(c()->pendingSessionWrites(), 0);
+        w.reset();
+        openWindow();
+        sp = w->sessionPanel();
+        QTRY_COMPARE_WITH_TIMEOUT(sp->sessionPath(), m_session, 5000);
+        QTRY_COMPARE_WITH_TIMEOUT(sp->runs().size(), before + 1, 5000);
+        bool found = false;
+        for (const auto& r : sp->runs()) found |= r.method == shown->config.name && r.ppl == shown->eval.ppl;
+        QVERIFY(found);
+    }
 };
 
 SL_GUI_TEST_MAIN(TestMainWindowSession, true)

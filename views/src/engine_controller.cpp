@@ -364,13 +364,25 @@ void EngineController::stop() {
     }
 }
 
-void EngineController::cancel() {
+void EngineController::cancel() { cancelJobs(false); }
+
+void EngineController::cancelAllButSessionWrites() { cancelJobs(true); }
+
+int EngineController::pendingSessionWrites() const {
+    std::lock_guard lock(m_mutex);
+    int n = static_cast<int>(std::count_if(m_queue.begin(), m_queue.end(), [](const auto& j) { return j->tag.empty(); }));
+    return n + (m_running && m_running->tag.empty() ? 1 : 0);
+}
+
+void EngineController::cancelJobs(bool keep_session_writes) {
     std::vector<std::shared_ptr<job>> dropped;
     {
         std::lock_guard lock(m_mutex);
-        dropped.assign(m_queue.begin(), m_queue.end());
-        m_queue.clear();
-        if (m_running) m_running->cancel = true;
+        auto keep = [&](const std::shared_ptr<job>& j) { return keep_session_writes && j->tag.empty(); };
+        for (const auto& j : m_queue)
+            if (!keep(j)) dropped.push_back(j);
+        std::erase_if(m_queue, [&](const std::shared_ptr<job>& j) { return !keep(j); });
+        if (m_running && !keep(m_running)) m_running->cancel = true;
     }
     for (const auto& j : dropped) {
         deliverError(*j, "cancelled", true);

@@ -300,6 +300,7 @@ std::shared_ptr<neuron_snapshot> engine::neuron_stats(const activation_recorder&
         s.top_share_10 = share(0.10);
         s.order_by_griffin = order_desc(g.griffin_prompt);
         s.ffsplit_split = static_cast<int32_t>(density_to_k(cfg.ffsplit_heavy, static_cast<int64_t>(hidden)));
+        s.pinned = static_cast<int32_t>(density_to_k(cfg.pin_fraction, static_cast<int64_t>(hidden)));
         // Flocking: the prompt's and the generation's top-k neurons by GRIFFIN's statistic.
         const size_t k = static_cast<size_t>(density_to_k(flock_fraction, static_cast<int64_t>(hidden)));
         const bool have_gen = std::any_of(g.griffin_gen.begin(), g.griffin_gen.end(), [](double v) { return v > 0; });

@@ -8,6 +8,7 @@
 #include <QDockWidget>
 #include <QDragEnterEvent>
 #include <QDropEvent>
+#include <QEventLoop>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QGraphicsScene>
@@ -16,9 +17,11 @@
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QMimeData>
+#include <QProgressDialog>
 #include <QScrollArea>
 #include <QSettings>
 #include <QStatusBar>
+#include <QTimer>
 #include <QToolButton>
 
 #include <utility>
@@ -408,8 +411,29 @@ void MainWindow::saveSettings() {
 
 void MainWindow::closeEvent(QCloseEvent* e) {
     saveSettings();
-    m_controller->cancel();
+    // Evaluations, generations and sweeps stop; a session write the user asked for (Save run just
+    // clicked, an export, a delete) finishes first, behind a short progress dialog.
+    m_controller->cancelAllButSessionWrites();
+    finishSessionWrites();
     QMainWindow::closeEvent(e);
+}
+
+void MainWindow::finishSessionWrites() {
+    if (m_controller->pendingSessionWrites() == 0) return;
+    QProgressDialog dialog(tr("Finishing session writes before closing…"), QString(), 0, 0, this);
+    dialog.setWindowTitle(tr("Closing"));
+    dialog.setWindowModality(Qt::WindowModal);
+    dialog.setMinimumDuration(200);  // a write of a few milliseconds shows nothing
+    QEventLoop loop;
+    auto check = [this, &loop] {
+        if (m_controller->pendingSessionWrites() == 0) loop.quit();
+    };
+    connect(m_controller.get(), &EngineController::requestFinished, &loop, check, Qt::QueuedConnection);
+    QTimer poll;  // the running job's end is signalled before it leaves m_running: look again shortly
+    connect(&poll, &QTimer::timeout, &loop, check);
+    poll.start(20);
+    loop.exec();
+    setStatus(tr("Session writes finished"), 0);
 }
 
 void MainWindow::applyDefaultDockSizes() {

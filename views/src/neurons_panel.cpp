@@ -62,6 +62,9 @@ NeuronsPanel::NeuronsPanel(QWidget* parent) : QWidget(parent) {
     m_split = new QLineSeries;
     m_split->setName(tr("FFSplit split"));
     m_split->setPen(QPen(QColor(220, 50, 50), 2, Qt::DashLine));
+    m_pinned = new QLineSeries;
+    m_pinned->setName(tr("pinned heavy hitters"));
+    m_pinned->setPen(QPen(QColor(120, 60, 200), 2, Qt::DotLine));
     m_cursor = new QLineSeries;
     m_cursor->setName(tr("top x%"));
     m_cursor->setPen(QPen(QColor(40, 150, 60), 1.5));
@@ -76,7 +79,7 @@ NeuronsPanel::NeuronsPanel(QWidget* parent) : QWidget(parent) {
     m_impAxis->setBase(10);
     m_impChart->addAxis(m_rankAxis, Qt::AlignBottom);
     m_impChart->addAxis(m_impAxis, Qt::AlignLeft);
-    for (QLineSeries* s : {m_importance, m_split, m_cursor}) {
+    for (QLineSeries* s : {m_importance, m_split, m_pinned, m_cursor}) {
         m_impChart->addSeries(s);
         s->attachAxis(m_rankAxis);
         s->attachAxis(m_impAxis);
@@ -219,10 +222,18 @@ void NeuronsPanel::rebuildLayer() {
         m_split->append(x, m_axisLo);
         m_split->append(x, m_axisHi);
     }
+    // The pinned set: the first `pinned` neurons of the importance order (the calibration's heavy hitters).
+    m_pinned->clear();
+    if (s && s->pinned > 0 && s->pinned <= static_cast<int32_t>(n)) {
+        m_pinned->append(s->pinned + 0.5, m_axisLo);
+        m_pinned->append(s->pinned + 0.5, m_axisHi);
+    }
     if (s) {
-        m_engineShares->setText(tr("FFSplit keeps %1 heavy neurons exact (%2%) · flocking Jaccard %3")
+        const QString pinned = s->pinned > 0 ? tr(" · %1 pinned").arg(s->pinned) : QString();
+        m_engineShares->setText(tr("FFSplit keeps %1 heavy neurons exact (%2%)%3 · flocking Jaccard %4")
                                     .arg(s->ffsplit_split)
                                     .arg(n > 0 ? 100.0 * s->ffsplit_split / n : 0.0, 0, 'f', 1)
+                                    .arg(pinned)
                                     .arg(static_cast<double>(s->flock_jaccard), 0, 'f', 2));
         m_sharesDetail->setText(tr("Top 1% of neurons: %1% of the norm · top 10%: %2%")
                                     .arg(100.0 * s->top_share_1, 0, 'f', 1)

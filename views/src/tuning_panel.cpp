@@ -12,6 +12,7 @@
 #include <QLocale>
 #include <QPainter>
 #include <QPushButton>
+#include <QSpinBox>
 #include <QStyle>
 #include <QStyleOptionSlider>
 #include <QVBoxLayout>
@@ -103,6 +104,7 @@ TuningPanel::TuningPanel(QWidget* parent) : QWidget(parent) {
     mg->addWidget(new QLabel(tr("γ"), this), 5, 0);
     mg->addWidget(m_gamma, 5, 1);
     mg->addWidget(m_gammaLabel, 5, 2);
+    buildParameterControls(mg, 6);
     mg->setColumnStretch(1, 1);
 
     m_device = new QComboBox(this);
@@ -189,8 +191,9 @@ TuningPanel::TuningPanel(QWidget* parent) : QWidget(parent) {
         tr("Share of MLP weights the kernels actually read"),
         tr("Share of attention projection weights read"),
         tr("Decode speed of the method on this CPU (dense in brackets)"),
-        tr("Measured CPU speed of the method divided by dense's: below ×1 (red) the method is slower than dense "
-           "on this CPU"),
+        tr("Measured CPU speed of the method divided by dense's: the median over the windows, with the "
+           "quartiles in brackets (timings on a busy machine are noisy). Below ×1 (red) the method is slower "
+           "than dense on this CPU"),
         tr("Simulated decode speed on the device with its flash/DRAM caches (dense baseline in brackets)"),
         tr("Simulated device speed of the method divided by dense's: below ×1 (red) dense is faster on this "
            "device, e.g. when each scattered miss reads a whole flash page (see Flash read unit)"),
@@ -229,7 +232,10 @@ TuningPanel::TuningPanel(QWidget* parent) : QWidget(parent) {
     v->addWidget(results);
     v->addStretch(1);
 
-    for (QSlider* s : {m_density, m_dIn, m_dDown, m_gamma, static_cast<QSlider*>(m_dram)}) connectSlider(s);
+    for (QSlider* s : {m_density, m_dIn, m_dDown, m_gamma, m_pin, m_attn, m_ffHeavy, static_cast<QSlider*>(m_dram)})
+        connectSlider(s);
+    connect(m_rank, &QSpinBox::valueChanged, this, [this] { onMethodChanged(); });
+    connect(m_compress, &QComboBox::currentIndexChanged, this, [this] { onMethodChanged(); });
     connect(m_method, &QComboBox::currentIndexChanged, this, [this] { onMethodChanged(); });
     connect(m_split, &QCheckBox::toggled, this, [this] { onMethodChanged(); });
     connect(m_device, &QComboBox::currentIndexChanged, this, [this] { onDeviceChanged(); });
@@ -249,6 +255,51 @@ TuningPanel::TuningPanel(QWidget* parent) : QWidget(parent) {
     m_updating = false;
     onMethodChanged();
     setCalibrated(false);
+}
+
+// Pinning, attention density, rank and FFSplit's split and compression: rows `row`.. of the Method grid.
+void TuningPanel::buildParameterControls(QGridLayout* grid, int row) {
+    m_pin = percent_slider(this, 0, 0, tr("Heavy-hitter pinning (dip, dip-ca, cats, chess, chess-attn): this share of "
+                                          "each layer's neurons, the calibration's heavy hitters, is always computed; "
+                                          "they come out of the method's budget. Marked on the Neurons chart."));
+    m_pin->setMaximum(50);
+    m_attn = percent_slider(this, 5, 100, tr("CHESS w/ (chess-attn): density of the q and o projection inputs; 100% "
+                                             "= the MLP's keep, as in the paper. TEAL has no separate knob: its "
+                                             "density covers all seven projections by bytes."));
+    m_rank = new QSpinBox(this);
+    m_rank->setRange(0, 1 << 16);
+    m_rank->setSpecialValueText(tr("auto"));
+    m_rank->setToolTip(tr("SparseLLM: rank of the SVD predictor (auto: dim / 8). FFSplit svd: rank of the light "
+                          "neurons' factors (auto: the largest rank whose bytes fit the density)"));
+    m_ffHeavy = percent_slider(this, 0, 10, tr("FFSplit: share of each layer's neurons kept exact (the calibration's "
+                                               "heavy hitters); the rest is compressed. Marked on the Neurons chart."));
+    m_ffHeavy->setMaximum(100);
+    m_compress = new QComboBox(this);
+    m_compress->addItem(QStringLiteral("svd"));
+    m_compress->addItem(QStringLiteral("q4"));
+    m_compress->setItemData(0, tr("Light neurons as a rank-r SVD: two small GEMVs per matrix"), Qt::ToolTipRole);
+    m_compress->setItemData(1, tr("Light neurons' rows and down columns in Q4_0"), Qt::ToolTipRole);
+    m_compress->setToolTip(tr("FFSplit: how the light (non-heavy) neurons are compressed"));
+    m_pinLabel = new QLabel(this);
+    m_attnLabel = new QLabel(this);
+    m_ffHeavyLabel = new QLabel(this);
+    for (QLabel* l : {m_pinLabel, m_attnLabel, m_ffHeavyLabel})
+        l->setMinimumWidth(l->fontMetrics().horizontalAdvance(QStringLiteral("100%")));
+    const QList<std::tuple<QString, QWidget*, QLabel*>> rows = {
+        {tr("Pinned"), m_pin, m_pinLabel},
+        {tr("Attention"), m_attn, m_attnLabel},
+        {tr("Rank"), m_rank, nullptr},
+        {tr("FFSplit exact"), m_ffHeavy, m_ffHeavyLabel},
+        {tr("Compression"), m_compress, nullptr},
+    };
+    for (const auto& [name, control, value] : rows) {
+        auto* label = new QLabel(name, this);
+        label->setToolTip(control->toolTip());
+        grid->addWidget(label, row, 0);
+        grid->addWidget(control, row, 1, 1, value ? 1 : 2);
+        if (value) grid->addWidget(value, row, 2);
+        ++row;
+    }
 }
 
 void TuningPanel::connectSlider(QSlider* s) {
@@ -274,6 +325,15 @@ void TuningPanel::onMethodChanged() {
     m_dIn->setEnabled(dip && m_split->isChecked());
     m_dDown->setEnabled(dip && m_split->isChecked());
     m_gamma->setEnabled(name == QLatin1String("dip-ca"));
+    const bool ffsplit = name == QLatin1String("ffsplit");
+    const bool svd = ffsplit && m_compress->currentText() == QLatin1String("svd");
+    m_pin->setEnabled(dip || name == QLatin1String("cats") || name.startsWith(QLatin1String("chess")));
+    m_attn->setEnabled(name == QLatin1String("chess-attn"));
+    m_rank->setEnabled(name == QLatin1String("sparsellm") || svd);
+    m_ffHeavy->setEnabled(ffsplit);
+    m_compress->setEnabled(ffsplit);
+    // FFSplit reads the density only to choose its svd rank.
+    if (ffsplit) m_density->setEnabled(svd && m_rank->value() == 0);
     syncSplitSliders();
     updateDramRange();  // DIP methods cache other units: same bytes, but keep one place for the range
     requestFull();
@@ -379,6 +439,17 @@ void TuningPanel::updateLabels() {
     m_dInLabel->setText(dip ? QStringLiteral("%1%").arg(m_dIn->value()) : QStringLiteral("–"));
     m_dDownLabel->setText(dip ? QStringLiteral("%1%").arg(m_dDown->value()) : QStringLiteral("–"));
     m_gammaLabel->setText(QString::number(m_gamma->value() / 100.0, 'f', 2));
+    // Shares with the neuron count they select on the loaded model (as the engine rounds them).
+    auto share = [&](QSlider* s) {
+        if (!s->isEnabled()) return QStringLiteral("–");
+        const QString pct = QStringLiteral("%1%").arg(s->value());
+        return m_card ? tr("%1 · %2").arg(pct).arg(density_to_k(s->value() / 100.0f, m_card->hidden_dim)) : pct;
+    };
+    m_pinLabel->setText(share(m_pin));
+    m_ffHeavyLabel->setText(share(m_ffHeavy));
+    m_attnLabel->setText(!m_attn->isEnabled() ? QStringLiteral("–")
+                         : m_attn->value() == 100 ? tr("= MLP")
+                                                  : QStringLiteral("%1%").arg(m_attn->value()));
     m_dramLabel->setText(m_card ? formatBytes(double(dramBytes())) : QStringLiteral("–"));
 }
 
@@ -393,6 +464,11 @@ method_config TuningPanel::methodConfig() const {
         c.density = (2 * c.d_in + c.d_down) / 3;
     }
     c.gamma = m_gamma->value() / 100.0f;
+    c.pin_fraction = m_pin->isEnabled() ? m_pin->value() / 100.0f : 0.0f;
+    c.attn_density = m_attn->isEnabled() && m_attn->value() < 100 ? m_attn->value() / 100.0f : 1.0f;
+    c.rank = m_rank->isEnabled() ? m_rank->value() : 0;
+    c.ffsplit_heavy = m_ffHeavy->value() / 100.0f;
+    c.ffsplit_mode = m_compress->currentText().toStdString();
     return c;
 }
 
@@ -406,6 +482,11 @@ void TuningPanel::setMethodConfig(const method_config& c) {
     if (c.d_in >= 0) m_dIn->setValue(static_cast<int>(std::lround(c.d_in * 100)));
     if (c.d_down >= 0) m_dDown->setValue(static_cast<int>(std::lround(c.d_down * 100)));
     m_gamma->setValue(static_cast<int>(std::lround(c.gamma * 100)));
+    m_pin->setValue(static_cast<int>(std::lround(c.pin_fraction * 100)));
+    m_attn->setValue(std::clamp(static_cast<int>(std::lround(c.attn_density * 100)), 5, 100));
+    m_rank->setValue(std::max(0, c.rank));
+    m_ffHeavy->setValue(static_cast<int>(std::lround(c.ffsplit_heavy * 100)));
+    if (const int k = m_compress->findText(QString::fromStdString(c.ffsplit_mode)); k >= 0) m_compress->setCurrentIndex(k);
     m_updating = false;
     onMethodChanged();
 }
@@ -503,25 +584,37 @@ void TuningPanel::showResult(std::shared_ptr<const tuning_result> r) {
     set("attn", QStringLiteral("%1%").arg(100 * e.attn_density, 0, 'f', 1));
     const QLocale loc;
     auto speed = [&](double v) { return loc.toString(v, 'f', 0); };
-    set("cpu", tr("%1 (dense %2)").arg(speed(e.decode_tokens_per_second), speed(e.dense_decode_tokens_per_second)));
-    set("sim", tr("%1 (dense %2)").arg(speed(r->sim_tokens_per_s), speed(r->sim_dense_tokens_per_s)));
+    const bool dense = r->config.name == "dense";
+    if (dense) {
+        // One measurement of one computation: shown once, as the baseline, never as a difference.
+        set("cpu", tr("%1 (the dense baseline)").arg(speed(e.dense_decode_tokens_per_second)));
+        set("sim", tr("%1 (the dense baseline)").arg(speed(r->sim_dense_tokens_per_s)));
+    } else {
+        set("cpu", tr("%1 (dense %2)").arg(speed(e.decode_tokens_per_second), speed(e.dense_decode_tokens_per_second)));
+        set("sim", tr("%1 (dense %2)").arg(speed(r->sim_tokens_per_s), speed(r->sim_dense_tokens_per_s)));
+    }
     // The ratio says outright when dense wins, rather than leaving it to a comparison of two numbers.
-    auto ratio = [&](const char* key, double method, double dense) {
+    // spread: the CPU's per-window quartiles (a noisy machine shows it), empty for the simulator.
+    auto ratio = [&](const char* key, double x, const QString& spread) {
         QLabel* l = m_readouts[QLatin1String(key)];
-        if (!(method > 0) || !(dense > 0) || r->config.name == "dense") {
-            l->setText(r->config.name == "dense" ? tr("×1 (dense)") : QStringLiteral("–"));
+        if (dense || !(x > 0)) {
+            l->setText(dense ? tr("×1.00 (dense)") : QStringLiteral("–"));
             l->setStyleSheet(QString());
             return;
         }
-        const double x = method / dense;
         const QString v = x < 0.095 ? QString::number(x, 'f', 3) : QString::number(x, 'f', 2);
-        l->setText(x < 1.0 ? tr("×%1 — dense is faster").arg(v) : tr("×%1 vs dense").arg(v));
+        l->setText((x < 1.0 ? tr("×%1 — dense is faster").arg(v) : tr("×%1 vs dense").arg(v)) + spread);
         l->setStyleSheet(x < 1.0 ? QStringLiteral("color: #c62828; font-weight: bold;")
                                  : QStringLiteral("color: #2e7d32; font-weight: bold;"));
     };
-    ratio("cpu_ratio", e.decode_tokens_per_second, e.dense_decode_tokens_per_second);
-    ratio("sim_ratio", r->sim_tokens_per_s, r->sim_dense_tokens_per_s);
-    set("hit", QStringLiteral("%1%").arg(100 * r->sim_hit_rate, 0, 'f', 1));
+    const bool perWindow = e.speed_ratio_median > 0 && e.speed_ratio_p75 > e.speed_ratio_p25;
+    const double cpuRatio = perWindow ? e.speed_ratio_median
+                            : e.dense_decode_tokens_per_second > 0 ? e.decode_tokens_per_second / e.dense_decode_tokens_per_second
+                                                                   : 0.0;
+    ratio("cpu_ratio", cpuRatio,
+          perWindow ? tr(" (%1–%2)").arg(e.speed_ratio_p25, 0, 'f', 2).arg(e.speed_ratio_p75, 0, 'f', 2) : QString());
+    ratio("sim_ratio", r->sim_dense_tokens_per_s > 0 ? r->sim_tokens_per_s / r->sim_dense_tokens_per_s : 0.0, QString());
+    set("hit", dense ? tr("– (dense reads every weight)") : QStringLiteral("%1%").arg(100 * r->sim_hit_rate, 0, 'f', 1));
     m_status->setText(tr("%1 · %2 · %3 scored tokens · %4 ms")
                           .arg(QString::fromStdString(r->config.name),
                                r->partial ? tr("partial (dragging)") : tr("full"))

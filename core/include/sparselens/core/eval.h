@@ -36,6 +36,7 @@ struct dense_reference {
     std::vector<float> logprobs;     // [n_windows, n_ctx / 2 - 1 ... ] see scored_positions()
     double ppl = 0.0;
     double decode_tokens_per_second = 0.0;
+    std::vector<double> window_seconds;  // decode time of each window (for per-window speed ratios)
     int32_t first_scored() const { return n_ctx / 2; }
     int32_t scored_per_window() const { return n_ctx - 1 - first_scored(); }
 };
@@ -51,6 +52,10 @@ struct eval_result {
     std::vector<layer_density> per_layer;  // mean per layer
     double decode_tokens_per_second = 0.0;  // measured, this machine, method path
     double dense_decode_tokens_per_second = 0.0;
+    // Decode speed vs dense per window (dense time / method time on the same tokens): the median and
+    // the quartiles, so a noisy CPU shows its spread. The dense method is not re-timed: its speed is the
+    // reference's single measurement and its ratio exactly 1.
+    double speed_ratio_median = 0.0, speed_ratio_p25 = 0.0, speed_ratio_p75 = 0.0;
     int64_t n_scored = 0;
 };
 

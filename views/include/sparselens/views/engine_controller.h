@@ -85,6 +85,10 @@ public:
 
     void stop();    // ends a running generation early, keeping what it produced
     void cancel();  // cancels the running job and drops every queued one
+    // Closing: like cancel(), but session file jobs (the untagged ones: save run, save as, export,
+    // delete, import, open) run to their end, so a write the user asked for is never lost.
+    void cancelAllButSessionWrites();
+    int pendingSessionWrites() const;  // session file jobs queued or running
 
     // The text evaluate() and automatic calibration use; empty path: the built-in default text.
     // Returns false (and emits errorOccurred) when the file cannot be read.
@@ -142,6 +146,7 @@ private:
     // Runs `fn` on the GUI thread unless a newer request of `tag` exists by then.
     void deliver(const std::string& tag, generation_id gen, std::function<void()> fn);
     void deliverError(const job& j, const std::string& message, bool cancelled);
+    void cancelJobs(bool keep_session_writes);
     detail::job_hooks hooksFor(job& j);
     // The calibration job of both calibrate() overloads; `text_source` runs on the engine thread.
     generation_id postCalibration(std::function<result<std::shared_ptr<const detail::eval_text>>()> text_source);
@@ -152,7 +157,7 @@ private:
     std::thread m_thread;
 
     // Shared between the GUI and the engine thread.
-    std::mutex m_mutex;
+    mutable std::mutex m_mutex;
     std::condition_variable m_wake;
     std::deque<std::shared_ptr<job>> m_queue;
     std::shared_ptr<job> m_running;

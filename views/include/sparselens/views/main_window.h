@@ -82,6 +82,7 @@ public slots:
 
 protected:
     void closeEvent(QCloseEvent* e) override;
+    void finishSessionWrites();  // waits (progress dialog) for queued or running session file jobs
     void showEvent(QShowEvent* e) override;
     void dragEnterEvent(QDragEnterEvent* e) override;
     void dropEvent(QDropEvent* e) override;

@@ -44,6 +44,7 @@ public:
     // Read-only access for tests and for embedding in reports.
     const QLineSeries* importanceSeries() const { return m_importance; }
     const QLineSeries* splitSeries() const { return m_split; }
+    const QLineSeries* pinnedSeries() const { return m_pinned; }
     const QLineSeries* cursorSeries() const { return m_cursor; }
     const QBarSet* flockingSet() const { return m_flockSet; }
 
@@ -70,7 +71,7 @@ private:
     QSlider* m_slider = nullptr;
     QLabel *m_readout = nullptr, *m_engineShares = nullptr, *m_sharesDetail = nullptr;
     QChart *m_impChart = nullptr, *m_flockChart = nullptr;
-    QLineSeries *m_importance = nullptr, *m_split = nullptr, *m_cursor = nullptr;
+    QLineSeries *m_importance = nullptr, *m_split = nullptr, *m_pinned = nullptr, *m_cursor = nullptr;
     QValueAxis* m_rankAxis = nullptr;
     QLogValueAxis* m_impAxis = nullptr;
     QBarSeries* m_flockSeries = nullptr;

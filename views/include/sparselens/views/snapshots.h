@@ -70,6 +70,7 @@ struct neuron_layer_stats {
     std::vector<int32_t> order_by_importance;  // neuron ids, most important first
     std::vector<int32_t> order_by_griffin;     // neuron ids by GRIFFIN's prompt statistic (row-normalised L2), highest first
     int32_t ffsplit_split = 0;             // number of heavy neurons FFSplit keeps exact at its setting
+    int32_t pinned = 0;                    // heavy hitters the method pins (pin_fraction), the top of the order
     float top_share_1 = 0, top_share_10 = 0;  // share of the total norm held by the top 1% / 10%
     float flock_jaccard = 0;               // Jaccard of the prompt's and the generation's top-k neuron sets
 };

@@ -18,6 +18,7 @@ class QDoubleSpinBox;
 class QGridLayout;
 class QLabel;
 class QPushButton;
+class QSpinBox;
 
 namespace sl::views {
 
@@ -67,6 +68,13 @@ public:
     QSlider* densitySlider() const { return m_density; }
     MarkedSlider* dramSlider() const { return m_dram; }
     QPushButton* saveRunButton() const { return m_save; }
+    // The method-parameter controls (tests): pinning share, attention density, rank, FFSplit split and
+    // compression. Each is enabled only for the methods that read it.
+    QSlider* pinSlider() const { return m_pin; }
+    QSlider* attnSlider() const { return m_attn; }
+    QSpinBox* rankSpin() const { return m_rank; }
+    QSlider* ffsplitHeavySlider() const { return m_ffHeavy; }
+    QComboBox* compressCombo() const { return m_compress; }
     uint64_t dramBytes() const;
     // Flash read unit in bytes (0: byte-exact); choosing a profile sets its page size.
     int64_t flashPageBytes() const;
@@ -86,11 +94,16 @@ private:
     void updateDramRange();
     void updateLabels();
     void syncSplitSliders();
+    void buildParameterControls(QGridLayout* grid, int row);
     void connectSlider(QSlider* s);
     void requestFull();
 
     QComboBox *m_method = nullptr, *m_device = nullptr, *m_bits = nullptr, *m_policy = nullptr, *m_page = nullptr;
     QSlider *m_density = nullptr, *m_dIn = nullptr, *m_dDown = nullptr, *m_gamma = nullptr;
+    QSlider *m_pin = nullptr, *m_attn = nullptr, *m_ffHeavy = nullptr;
+    QSpinBox* m_rank = nullptr;
+    QComboBox* m_compress = nullptr;
+    QLabel *m_pinLabel = nullptr, *m_attnLabel = nullptr, *m_ffHeavyLabel = nullptr;
     MarkedSlider* m_dram = nullptr;
     QCheckBox* m_split = nullptr;
     QDoubleSpinBox *m_flashBw = nullptr, *m_dramBw = nullptr;

@@ -1,0 +1,194 @@
+// Tuning panel method-parameter controls: pinning, attention density, rank, FFSplit split and
+// compression are enabled for the methods that read them, round-trip through method_config, request
+// evaluations like the other sliders, and the Neurons chart marks the pinned set.
+#include "sparselens/views/neurons_panel.h"
+#include "sparselens/views/tuning_panel.h"
+
+#include <QComboBox>
+#include <QLabel>
+#include <QLocale>
+#include <QLineSeries>
+#include <QSignalSpy>
+#include <QSlider>
+#include <QSpinBox>
+
+#include "gui_test_support.h"
+
+using namespace sl::views;
+
+namespace {
+
+std::shared_ptr<model_card> stories_card() {
+    auto c = std::make_shared<model_card>();
+    c->name = "stories260K";
+    c->dim = 64;
+    c->hidden_dim = 172;
+    c->n_layers = 5;
+    c->n_heads = 8;
+    c->n_kv_heads = 4;
+    c->vocab_size = 512;
+    c->seq_len = 512;
+    return c;
+}
+
+sl::method_config named(const char* name) {
+    sl::method_config c = sl::method_default_config();
+    c.name = name;
+    c.density = 0.5f;
+    return c;
+}
+
+}  // namespace
+
+class TestTuningControls : public QObject {
+    Q_OBJECT
+private slots:
+    void controlsFollowTheMethod_data() {
+        QTest::addColumn<QString>("method");
+        QTest::addColumn<bool>("pin");
+        QTest::addColumn<bool>("attn");
+        QTest::addColumn<bool>("rank");
+        QTest::addColumn<bool>("ffsplit");
+        QTest::newRow("dense") << "dense" << false << false << false << false;
+        QTest::newRow("dip") << "dip" << true << false << false << false;
+        QTest::newRow("chess") << "chess" << true << false << false << false;
+        QTest::newRow("chess-attn") << "chess-attn" << true << true << false << false;
+        QTest::newRow("teal") << "teal" << false << false << false << false;
+        QTest::newRow("sparsellm") << "sparsellm" << false << false << true << false;
+        QTest::newRow("ffsplit") << "ffsplit" << false << false << true << true;
+    }
+    void controlsFollowTheMethod() {
+        QFETCH(QString, method);
+        QFETCH(bool, pin);
+        QFETCH(bool, attn);
+        QFETCH(bool, rank);
+        QFETCH(bool, ffsplit);
+        TuningPanel t;
+        t.setMethodConfig(named(method.toLatin1().constData()));
+        QCOMPARE(t.methodCombo()->currentText(), method);
+        QCOMPARE(t.pinSlider()->isEnabled(), pin);
+        QCOMPARE(t.attnSlider()->isEnabled(), attn);
+        QCOMPARE(t.rankSpin()->isEnabled(), rank);
+        QCOMPARE(t.ffsplitHeavySlider()->isEnabled(), ffsplit);
+        QCOMPARE(t.compressCombo()->isEnabled(), ffsplit);
+        for (QWidget* w : std::initializer_list<QWidget*>{t.pinSlider(), t.attnSlider(), t.rankSpin(),
+                                                          t.ffsplitHeavySlider(), t.compressCombo()})
+            QVERIFY(!w->toolTip().isEmpty());
+        // A disabled control does not leak into the config.
+        const sl::method_config c = t.methodConfig();
+        if (!pin) QCOMPARE(c.pin_fraction, 0.0f);
+        if (!attn) QCOMPARE(c.attn_density, 1.0f);
+        if (!rank) QCOMPARE(c.rank, 0);
+    }
+
+    void configsRoundTrip() {
+        TuningPanel t;
+        sl::method_config c = named("chess-attn");
+        c.pin_fraction = 0.1f;
+        c.attn_density = 0.3f;
+        t.setMethodConfig(c);
+        QCOMPARE(t.methodConfig().pin_fraction, 0.1f);
+        QCOMPARE(t.methodConfig().attn_density, 0.3f);
+        c = named("sparsellm");
+        c.rank = 12;
+        t.setMethodConfig(c);
+        QCOMPARE(t.methodConfig().rank, 12);
+        c = named("ffsplit");
+        c.ffsplit_mode = "q4";
+        c.ffsplit_heavy = 0.2f;
+        t.setMethodConfig(c);
+        QCOMPARE(t.methodConfig().ffsplit_mode, std::string("q4"));
+        QCOMPARE(t.methodConfig().ffsplit_heavy, 0.2f);
+        QVERIFY(!t.rankSpin()->isEnabled());  // q4 has no rank
+        QVERIFY(!t.densitySlider()->isEnabled());  // nor a density
+        c.ffsplit_mode = "svd";
+        c.rank = 16;
+        t.setMethodConfig(c);
+        QCOMPARE(t.methodConfig().rank, 16);
+        QVERIFY(!t.densitySlider()->isEnabled());  // a fixed rank sets the bytes
+        t.rankSpin()->setValue(0);
+        QVERIFY(t.densitySlider()->isEnabled());  // auto rank: from the density
+    }
+
+    void changesRequestEvaluations() {
+        TuningPanel t;
+        t.setModelCard(stories_card());
+        t.setMethodConfig(named("ffsplit"));
+        QSignalSpy spy(&t, &TuningPanel::evaluationRequested);
+        t.ffsplitHeavySlider()->setValue(20);
+        QCOMPARE(spy.count(), 1);
+        QCOMPARE(spy.last().at(0).toBool(), false);  // not dragged: a full evaluation
+        QCOMPARE(t.request(false).method.ffsplit_heavy, 0.2f);
+        t.compressCombo()->setCurrentIndex(t.compressCombo()->findText(QStringLiteral("q4")));
+        QCOMPARE(spy.count(), 2);
+        QCOMPARE(t.request(false).method.ffsplit_mode, std::string("q4"));
+        t.setMethodConfig(named("dip"));
+        spy.clear();
+        t.pinSlider()->setValue(10);
+        QCOMPARE(spy.count(), 1);
+        QCOMPARE(t.request(false).method.pin_fraction, 0.1f);
+        // The share's label names the neuron count on the loaded model.
+        bool found = false;
+        for (QLabel* l : t.findChildren<QLabel*>()) found |= l->text() == QStringLiteral("10% · 17");
+        QVERIFY(found);
+        t.setMethodConfig(named("sparsellm"));
+        spy.clear();
+        t.rankSpin()->setValue(8);
+        QCOMPARE(spy.count(), 1);
+        QCOMPARE(t.request(false).method.rank, 8);
+    }
+
+    // Dense: one baseline figure everywhere, ×1.00, no hit rate. Methods: the CPU ratio with its spread.
+    void denseReadoutsAgreeAndRatiosShowSpread() {
+        TuningPanel t;
+        auto r = std::make_shared<tuning_result>();
+        r->config = named("dense");
+        r->eval.ppl = r->eval.ppl_dense = 4;
+        r->eval.decode_tokens_per_second = r->eval.dense_decode_tokens_per_second = 12495;
+        r->eval.speed_ratio_median = r->eval.speed_ratio_p25 = r->eval.speed_ratio_p75 = 1.0;
+        r->sim_tokens_per_s = r->sim_dense_tokens_per_s = 900;
+        r->sim_hit_rate = 0.49;
+        t.showResult(r);
+        QVERIFY2(t.readout(QStringLiteral("cpu")).startsWith(QLocale().toString(12495.0, 'f', 0)), qPrintable(t.readout("cpu")));
+        QVERIFY(t.readout(QStringLiteral("cpu")).contains(QStringLiteral("dense baseline")));
+        QCOMPARE(t.readout(QStringLiteral("cpu_ratio")), QStringLiteral("×1.00 (dense)"));
+        QCOMPARE(t.readout(QStringLiteral("sim_ratio")), QStringLiteral("×1.00 (dense)"));
+        QVERIFY(!t.readout(QStringLiteral("hit")).contains(QStringLiteral("49")));
+
+        r = std::make_shared<tuning_result>(*r);
+        r->config = named("dip");
+        r->eval.decode_tokens_per_second = 15000;
+        r->eval.speed_ratio_median = 1.2;
+        r->eval.speed_ratio_p25 = 1.1;
+        r->eval.speed_ratio_p75 = 1.3;
+        t.showResult(r);
+        QCOMPARE(t.readout(QStringLiteral("cpu_ratio")), QStringLiteral("×1.20 vs dense (1.10–1.30)"));
+        QCOMPARE(t.readout(QStringLiteral("hit")), QStringLiteral("49.0%"));
+    }
+
+    void neuronsChartMarksThePinnedSet() {
+        NeuronsPanel p;
+        auto s = std::make_shared<neuron_snapshot>();
+        s->generation = 1;
+        neuron_layer_stats st;
+        for (int i = 0; i < 10; ++i) st.importance_sorted.push_back(float(10 - i));
+        for (int i = 0; i < 10; ++i) st.order_by_importance.push_back(i);
+        st.ffsplit_split = 2;
+        st.pinned = 3;
+        s->layers.push_back(st);
+        p.setNeuronStats(s);
+        p.setLayer(0);
+        QCOMPARE(p.pinnedSeries()->count(), 2);
+        QCOMPARE(p.pinnedSeries()->points().at(0).x(), 3.5);
+        st.pinned = 0;
+        s = std::make_shared<neuron_snapshot>(*s);
+        s->generation = 2;
+        s->layers[0] = st;
+        p.setNeuronStats(s);
+        QCOMPARE(p.pinnedSeries()->count(), 0);
+    }
+};
+
+SL_GUI_TEST_MAIN(TestTuningControls, false)
+
+#include "tst_tuning_controls.moc"
