@@ -1,5 +1,6 @@
 // `sparselens run MODEL --config C --offload`: the config's method with its MLP weights read from the
 // pack under a DRAM budget, measured next to the simulator fed the same masks (docs/offload.md).
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -74,6 +75,7 @@ pass_result offload_pass(const loaded_model& lm, const std::string& model_path, 
         if (outcome v = offload::pack_verify(pack, offload_progress("verify pack", quiet)); !v) throw cli_error(v.message());
     context_params cp = context_default_params();
     cp.n_threads = threads;
+    cp.n_ctx = std::min(q.steps, m.hp.seq_len);  // the KV cache a run of `steps` positions needs (counted resident)
     context ctx = take(context::create(m, cp));
     offload::offload_params op;
     op.dram_bytes = budget;
