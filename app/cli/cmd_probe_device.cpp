@@ -36,23 +36,16 @@ int run_probe(const probe_opts& o) {
     for (const offload::probe_point& pt : r.random)
         points.push_back({{"read_bytes", pt.read_bytes}, {"queue_depth", pt.depth}, {"iops", pt.iops},
                           {"bytes_per_s", pt.bytes_per_s}, {"mean_latency_s", pt.mean_latency_s}});
-    nlohmann::json j{{"schema", "sparselens.device"},
-                     {"version", 1},
-                     {"name", d.name},
-                     {"display_name", d.display_name},
-                     {"aliases", nlohmann::json::array({"this-machine-measured"})},
-                     {"description", d.description},
-                     {"dram_bytes", d.dram_bytes},
-                     {"dram_bandwidth", d.dram_bandwidth},
-                     {"flash_bandwidth", d.flash_bandwidth},
-                     {"flash_page_bytes", d.flash_page_bytes},
-                     {"flash_read_latency_s", d.flash_read_latency_s},
-                     {"flash_iops", d.flash_iops},
-                     {"overlap_io_compute", d.overlap_io_compute},
-                     {"notes", {{"sequential_bytes_per_s", r.sequential_bytes_per_s},
-                                {"dram_read_bytes_per_s", r.dram_bytes_per_s},
-                                {"scratch_file_bytes", p.file_bytes},
-                                {"random_reads", points}}}};
+    sim::device_profile named = d;
+    named.aliases = {"this-machine-measured"};
+    // Every profile field as configs store it, plus the device-file header and the raw measurements.
+    nlohmann::json j = nlohmann::json::parse(sim::deploy_device_to_json(named));
+    j["schema"] = "sparselens.device";
+    j["version"] = 1;
+    j["notes"] = {{"sequential_bytes_per_s", r.sequential_bytes_per_s},
+                  {"dram_read_bytes_per_s", r.dram_bytes_per_s},
+                  {"scratch_file_bytes", p.file_bytes},
+                  {"random_reads", points}};
     if (!o.out.empty()) {
         std::ofstream f(o.out);
         f << j.dump(2) << "\n";
