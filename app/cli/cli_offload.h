@@ -27,6 +27,7 @@ progress_fn offload_progress(const std::string& label, bool quiet);
 std::string config_layout(const sim::deploy_config& c);
 
 void register_pack(CLI::App& app, command_fn& run);          // cmd_pack.cpp
+void register_probe_device(CLI::App& app, command_fn& run);  // cmd_probe_device.cpp
 
 struct run_opts_offload {
     std::string pack_path;   // empty: MODEL.<layout>.slpack

@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
     sl::cli::register_config(app, run);
     sl::cli::register_session(app, run);
     sl::cli::register_pack(app, run);
+    sl::cli::register_probe_device(app, run);
 
     try {
         app.parse(argc, argv);

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -216,7 +217,9 @@ outcome pack_write(const model& m, const std::string& model_path, const sim::mlp
 result<pack_info> pack_open(const std::string& path, const model& m, const std::string& model_sha256) {
     auto bad = [&](const std::string& what) { return error{path + ": " + what}; };
     std::FILE* f = std::fopen(path.c_str(), "rb");
-    if (!f) return bad(std::string("cannot open: ") + std::strerror(errno));
+    if (!f)
+        return bad(errno == ENOENT ? "no such pack (write it with `sparselens pack MODEL --config C`)"
+                                   : std::string("cannot open: ") + std::strerror(errno));
     std::vector<uint8_t> head(k_max_index);
     const size_t got = std::fread(head.data(), 1, head.size(), f);
     std::fclose(f);

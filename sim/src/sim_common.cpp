@@ -25,12 +25,15 @@ uint32_t unit_bitset::count() const {
     return c;
 }
 
-token_report token_cost(const device_profile& d, uint64_t dram_bytes, uint64_t flash_bytes, uint64_t flash_reads) {
+token_report token_cost(const device_profile& d, uint64_t dram_bytes, uint64_t flash_bytes, uint64_t flash_reads,
+                        double compute_s) {
     token_report r;
     r.dram_bytes = dram_bytes;
     r.flash_bytes = flash_bytes;
     r.flash_reads = flash_reads;
-    r.dram_time_s = static_cast<double>(dram_bytes) / d.dram_bandwidth;
+    // The DRAM read is a floor on the engine's time; a measured compute time per token replaces it when
+    // larger (a CPU that is not memory bound).
+    r.dram_time_s = std::max(static_cast<double>(dram_bytes) / d.dram_bandwidth, compute_s);
     double transfer = static_cast<double>(flash_bytes) / d.flash_bandwidth;
     if (d.flash_iops > 0) transfer = std::max(transfer, static_cast<double>(flash_reads) / d.flash_iops);
     r.flash_time_s = transfer + static_cast<double>(flash_reads) * d.flash_read_latency_s;
@@ -147,7 +150,7 @@ token_report token_total(const sim_setup& su, uint32_t token, std::span<const st
         flash += x.flash_bytes;
         reads += x.reads;
     }
-    token_report r = token_cost(su.p.device, dram, flash, reads);
+    token_report r = token_cost(su.p.device, dram, flash, reads, su.p.compute_seconds_per_token);
     r.token = token;
     r.hits = hits;
     r.misses = misses;

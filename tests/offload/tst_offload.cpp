@@ -14,6 +14,7 @@
 #include "sparselens/core/methods.h"
 #include "sparselens/core/tokenizer.h"
 #include "sparselens/offload/pack.h"
+#include "sparselens/offload/probe.h"
 #include "sparselens/offload/runtime.h"
 #include "sparselens/sim/residency.h"
 #include "test_support.h"
@@ -241,6 +242,29 @@ TEST(Offload, MethodTheLayoutCannotFeedIsRefused) {
     built b = make_runtime(pack, *m, 1ull << 30, 32);
     ASSERT_FALSE(b.rt);
     EXPECT_NE(b.error.find("does not store"), std::string::npos) << b.error;
+}
+
+TEST(Offload, ProbeWritesAValidProfileAndRemovesItsScratchFile) {
+    probe_params p;
+    p.file_bytes = 16u << 20;
+    p.dir = scratch("probe");
+    p.read_sizes = {4096, 1u << 20};
+    p.depths = {1, 4};
+    p.seconds_per_point = 0.05;
+    const auto r = probe_device(p);
+    ASSERT_TRUE(r.ok()) << r.message();
+    EXPECT_EQ(r->random.size(), 4u);
+    for (const probe_point& pt : r->random) EXPECT_GT(pt.iops, 0.0);
+    EXPECT_TRUE(sim::device_validate(r->profile, "probe").ok());
+    EXPECT_EQ(r->profile.flash_page_bytes, 4096u);
+    EXPECT_TRUE(fs::is_empty(p.dir)) << "the scratch file must be removed";
+
+    probe_params cancel = p;
+    cancel.progress = [](float f) { return f < 0.1f; };
+    const auto c = probe_device(cancel);
+    ASSERT_FALSE(c.ok());
+    EXPECT_TRUE(c.cancelled());
+    EXPECT_TRUE(fs::is_empty(p.dir));
 }
 
 }  // namespace

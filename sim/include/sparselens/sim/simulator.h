@@ -21,6 +21,7 @@ struct sim_params {
     quant_format quant;                 // 4 bits, groups of 32 with fp16 scales
     uint32_t context_tokens = 1024;     // KV cache reserved and read per token
     uint64_t extra_resident_bytes = 0;  // predictors and other resident, always-read data
+    double compute_seconds_per_token = 0;  // measured engine time per token without I/O (0: DRAM-bound model only)
     cache_policy policy = cache_policy::lfu;
     uint32_t window_tokens = 5;
     std::vector<double> layer_weights;          // per-layer cache share; empty = uniform
@@ -73,7 +74,9 @@ struct run_report {
 
 // The latency rule for one token (docs/simulator.md): t_dram = dram/B_dram,
 // t_flash = max(flash/B_flash, reads/iops) + reads*latency, latency = max or sum (overlap).
-token_report token_cost(const device_profile& d, uint64_t dram_bytes, uint64_t flash_bytes, uint64_t flash_reads);
+// compute_s (optional): measured engine time per token without I/O; t_dram = max(dram/B_dram, compute_s).
+token_report token_cost(const device_profile& d, uint64_t dram_bytes, uint64_t flash_bytes, uint64_t flash_reads,
+                        double compute_s = 0);
 
 // Flash bytes of one read of `count` consecutive units from unit `first`, with units of `unit_bytes`
 // packed from a page-aligned start: whole pages touched (byte-exact when page_bytes <= 1).

@@ -1,0 +1,86 @@
+// `sparselens probe-device [--size BYTES] [--dir D] --out this-machine.json`: this machine's storage and
+// memory measured as the simulator models them, written as a device profile (assets/devices format).
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+
+#include "cli_offload.h"
+#include "sparselens/offload/probe.h"
+
+namespace sl::cli {
+
+namespace {
+
+struct probe_opts {
+    std::string size = "512MiB", dir, out;
+    double seconds = 0.4;
+    bool json = false;
+};
+
+std::string default_cache_dir() {
+    if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/sparselens";
+    if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/sparselens";
+    return ".";
+}
+
+int run_probe(const probe_opts& o) {
+    offload::probe_params p;
+    p.file_bytes = take(sim::parse_size(o.size));
+    p.dir = o.dir.empty() ? default_cache_dir() : o.dir;
+    p.seconds_per_point = o.seconds;
+    offload_interrupt guard;
+    p.progress = offload_progress("probe-device", o.json);
+    const offload::probe_result r = take(offload::probe_device(p));
+    const sim::device_profile& d = r.profile;
+    nlohmann::json points = nlohmann::json::array();
+    for (const offload::probe_point& pt : r.random)
+        points.push_back({{"read_bytes", pt.read_bytes}, {"queue_depth", pt.depth}, {"iops", pt.iops},
+                          {"bytes_per_s", pt.bytes_per_s}, {"mean_latency_s", pt.mean_latency_s}});
+    sim::device_profile named = d;
+    named.aliases = {"this-machine-measured"};
+    // Every profile field as configs store it, plus the device-file header and the raw measurements.
+    nlohmann::json j = nlohmann::json::parse(sim::deploy_device_to_json(named));
+    j["schema"] = "sparselens.device";
+    j["version"] = 1;
+    j["notes"] = {{"sequential_bytes_per_s", r.sequential_bytes_per_s},
+                  {"dram_read_bytes_per_s", r.dram_bytes_per_s},
+                  {"scratch_file_bytes", p.file_bytes},
+                  {"random_reads", points}};
+    if (!o.out.empty()) {
+        std::ofstream f(o.out);
+        f << j.dump(2) << "\n";
+        if (!f) throw cli_error(o.out + ": cannot write");
+    }
+    if (o.json) {
+        print_json(j);
+        return 0;
+    }
+    std::printf("sequential O_DIRECT read: %.0f MB/s; DRAM read: %.1f GB/s\n", r.sequential_bytes_per_s / 1e6,
+                r.dram_bytes_per_s / 1e9);
+    std::printf("random O_DIRECT reads (io_uring)   MB/s by queue depth\n%10s", "size");
+    for (uint32_t q : p.depths) std::printf("  QD%-6u", q);
+    std::printf("\n");
+    for (size_t i = 0; i < r.random.size(); ++i) {
+        if (i % p.depths.size() == 0) std::printf("%8u B", r.random[i].read_bytes);
+        std::printf("  %8.1f", r.random[i].bytes_per_s / 1e6);
+        if (i % p.depths.size() + 1 == p.depths.size()) std::printf("\n");
+    }
+    std::printf("profile: flash %.0f MB/s, %.0f IOPS (4 KiB), page 4096, no I/O-compute overlap%s%s\n",
+                d.flash_bandwidth / 1e6, d.flash_iops, o.out.empty() ? "" : "; written to ", o.out.c_str());
+    return 0;
+}
+
+}  // namespace
+
+void register_probe_device(CLI::App& app, command_fn& run) {
+    auto o = std::make_shared<probe_opts>();
+    CLI::App* c = app.add_subcommand("probe-device", "Measure this machine's storage and DRAM as a device profile");
+    c->add_option("--size", o->size, "Scratch file size (default 512MiB)");
+    c->add_option("--dir", o->dir, "Folder for the scratch file (default: the cache directory); must allow O_DIRECT");
+    c->add_option("--seconds", o->seconds, "Seconds per (read size, queue depth) point")->check(CLI::Range(0.05, 60.0));
+    c->add_option("--out", o->out, "Write the profile here (assets/devices format)");
+    c->add_flag("--json", o->json, "Machine-readable output");
+    c->callback([o, &run] { run = [o] { return run_probe(*o); }; });
+}
+
+}  // namespace sl::cli

@@ -1,0 +1,183 @@
+// probe_device: scratch file, O_DIRECT reads through io_uring at fixed queue depths, DRAM bandwidth.
+#include "sparselens/offload/probe.h"
+
+#include <fcntl.h>
+#include <liburing.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "sparselens/kernels/membw.h"
+#include "sparselens/offload/direct_io.h"
+
+namespace sl::offload {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+double seconds(clock_type::time_point a, clock_type::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+// Removes the scratch file however the probe ends.
+struct scratch_file {
+    std::string path;
+    int fd = -1;
+    ~scratch_file() {
+        if (fd >= 0) ::close(fd);
+        if (!path.empty()) ::unlink(path.c_str());
+    }
+};
+
+uint64_t mem_total_bytes() {
+    std::ifstream in("/proc/meminfo");
+    std::string key, unit;
+    uint64_t kb = 0;
+    while (in >> key >> kb >> unit)
+        if (key == "MemAvailable:") return kb * 1024;
+    return 0;
+}
+
+// `depth` reads of `size` bytes in flight at random aligned offsets for about `secs` seconds.
+result<probe_point> random_reads(int fd, io_uring& ring, uint64_t file_bytes, uint32_t size, uint32_t depth, double secs,
+                                 uint8_t* buf, std::mt19937_64& rng) {
+    probe_point pt;
+    pt.read_bytes = size;
+    pt.depth = depth;
+    const uint64_t slots = file_bytes / size;
+    std::vector<clock_type::time_point> issued(depth);
+    double latency_sum = 0;
+    auto submit = [&](uint32_t slot) {
+        io_uring_sqe* sqe = io_uring_get_sqe(&ring);
+        const uint64_t off = (rng() % slots) * size;
+        io_uring_prep_read(sqe, fd, buf + uint64_t{slot} * size, size, off);
+        io_uring_sqe_set_data64(sqe, slot);
+        issued[slot] = clock_type::now();
+    };
+    const auto t0 = clock_type::now();
+    for (uint32_t s = 0; s < depth; ++s) submit(s);
+    uint32_t inflight = depth;
+    bool stop = false;
+    while (inflight > 0) {
+        if (int e = io_uring_submit_and_wait(&ring, 1); e < 0) return error{std::string("io_uring: ") + std::strerror(-e)};
+        io_uring_cqe* cqe = nullptr;
+        unsigned head = 0, seen = 0;
+        std::vector<uint32_t> again;
+        io_uring_for_each_cqe(&ring, head, cqe) {
+            if (cqe->res != static_cast<int>(size))
+                return error{std::string("probe read failed: ") + (cqe->res < 0 ? std::strerror(-cqe->res) : "short read")};
+            const uint32_t slot = static_cast<uint32_t>(io_uring_cqe_get_data64(cqe));
+            latency_sum += seconds(issued[slot], clock_type::now());
+            ++pt.reads;
+            ++seen;
+            again.push_back(slot);
+        }
+        io_uring_cq_advance(&ring, seen);
+        inflight -= seen;
+        stop = stop || seconds(t0, clock_type::now()) >= secs;
+        if (!stop)
+            for (uint32_t s : again) {
+                submit(s);
+                ++inflight;
+            }
+    }
+    const double el = seconds(t0, clock_type::now());
+    pt.iops = static_cast<double>(pt.reads) / el;
+    pt.bytes_per_s = pt.iops * size;
+    pt.mean_latency_s = latency_sum / static_cast<double>(std::max<uint64_t>(1, pt.reads));
+    return pt;
+}
+
+}  // namespace
+
+result<probe_result> probe_device(const probe_params& p) {
+    constexpr uint64_t chunk = 1 << 20;
+    if (p.file_bytes < 16 * chunk) return error{"probe: --size must be at least 16 MiB"};
+    const uint64_t file_bytes = p.file_bytes / chunk * chunk;
+    std::error_code ec;
+    std::filesystem::create_directories(p.dir, ec);
+    scratch_file sf;
+    sf.path = (std::filesystem::path(p.dir) / (".sparselens-probe-" + std::to_string(::getpid()) + ".tmp")).string();
+    sf.fd = ::open(sf.path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_DIRECT | O_CLOEXEC, 0600);
+    if (sf.fd < 0) {
+        const std::string why = std::strerror(errno);
+        sf.path.clear();
+        return error{p.dir + ": cannot create a scratch file with O_DIRECT: " + why};
+    }
+    auto report = [&](float f) { return !p.progress || p.progress(f); };
+    auto cancelled = [] { return error{"probe cancelled", true}; };
+
+    // Write random bytes (not zeros, which some devices short-cut), 1 MiB at a time.
+    const uint32_t max_depth = *std::max_element(p.depths.begin(), p.depths.end());
+    const uint32_t max_size = *std::max_element(p.read_sizes.begin(), p.read_sizes.end());
+    aligned_buffer buf(std::max<uint64_t>(uint64_t{max_depth} * max_size, 32 * chunk));
+    if (!buf.data) return error{"probe: out of memory"};
+    std::mt19937_64 rng(0x5eed);
+    for (uint64_t i = 0; i < chunk / 8; ++i) reinterpret_cast<uint64_t*>(buf.data)[i] = rng();
+    for (uint64_t off = 0; off < file_bytes; off += chunk) {
+        reinterpret_cast<uint64_t*>(buf.data)[0] = off;
+        if (::pwrite(sf.fd, buf.data, chunk, static_cast<off_t>(off)) != static_cast<ssize_t>(chunk))
+            return error{sf.path + ": write failed: " + std::strerror(errno)};
+        if (!report(0.2f * static_cast<float>(off + chunk) / static_cast<float>(file_bytes))) return cancelled();
+    }
+    if (::fsync(sf.fd) != 0) return error{sf.path + ": fsync failed: " + std::strerror(errno)};
+
+    probe_result r;
+    io_uring ring{};
+    if (int e = io_uring_queue_init(std::max<uint32_t>(max_depth, 32), &ring, 0); e < 0)
+        return error{std::string("probe: io_uring is not available: ") + std::strerror(-e)};
+    struct ring_guard {
+        io_uring* r;
+        ~ring_guard() { io_uring_queue_exit(r); }
+    } rg{&ring};
+
+    // Sequential: the whole file in 1 MiB reads, 32 in flight.
+    {
+        auto rd = direct_reader::open(sf.path, "uring", 32);
+        if (!rd) return rd.err();
+        const auto t0 = clock_type::now();
+        for (uint64_t off = 0; off < file_bytes; off += 32 * chunk) {
+            const read_request req{off, std::min<uint64_t>(32 * chunk, file_bytes - off), buf.data};
+            if (auto o = (*rd)->read({&req, 1}); !o) return o.err();
+            if (!report(0.2f + 0.1f * static_cast<float>(off) / static_cast<float>(file_bytes))) return cancelled();
+        }
+        r.sequential_bytes_per_s = static_cast<double>(file_bytes) / seconds(t0, clock_type::now());
+    }
+    const size_t points = p.read_sizes.size() * p.depths.size();
+    for (uint32_t size : p.read_sizes)
+        for (uint32_t depth : p.depths) {
+            auto pt = random_reads(sf.fd, ring, file_bytes, size, depth, p.seconds_per_point, buf.data, rng);
+            if (!pt) return pt.err();
+            r.random.push_back(*pt);
+            if (!report(0.3f + 0.6f * static_cast<float>(r.random.size()) / static_cast<float>(points))) return cancelled();
+        }
+    r.dram_bytes_per_s = kernels::measure_read_bandwidth_gbs(p.dram_threads, int64_t{256} << 20, 3) * 1e9;
+    r.dram_total_bytes = mem_total_bytes();
+    if (!report(1.0f)) return cancelled();
+
+    // The profile: what the runtime's batched reads see. Requests are at most 1 MiB with up to 32 in
+    // flight, so bandwidth is the best 1 MiB figure and the command ceiling the best 4 KiB IOPS; each
+    // layer's batch waits for its reads, so I/O does not overlap compute.
+    double bw = r.sequential_bytes_per_s, iops = 0;
+    for (const probe_point& pt : r.random) {
+        if (pt.read_bytes == (1u << 20)) bw = std::max(bw, pt.bytes_per_s);
+        if (pt.read_bytes == 4096) iops = std::max(iops, pt.iops);
+    }
+    sim::device_profile& d = r.profile;
+    d.name = "this-machine";
+    d.display_name = "this machine (measured)";
+    d.description = "Measured by sparselens probe-device: O_DIRECT reads through io_uring on " + p.dir;
+    d.dram_bytes = r.dram_total_bytes;
+    d.dram_bandwidth = r.dram_bytes_per_s;
+    d.flash_bandwidth = bw;
+    d.flash_page_bytes = 4096;
+    d.flash_read_latency_s = 0;
+    d.flash_iops = iops;
+    d.overlap_io_compute = false;
+    return r;
+}
+
+}  // namespace sl::offload

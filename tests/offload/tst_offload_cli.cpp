@@ -1,0 +1,89 @@
+// `sparselens pack` and `run --offload` end to end on stories260K (label model): a run reports measured
+// bytes equal to the simulator's and to /proc/self/io, and every failure is one line on stderr, exit 2,
+// with nothing on stdout.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cli_runner.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using sl::test::q;
+using sl::test::run_cli;
+
+std::string scratch(const std::string& name) { return (fs::path(SL_OFFLOAD_SCRATCH) / name).string(); }
+
+struct files {
+    std::string config, pack;
+};
+
+const files& fx() {
+    static const files f = [] {
+        files x;
+        x.config = scratch("cli-dipca.json");
+        x.pack = scratch("cli-dipca.slpack");
+        const auto e = run_cli("config export " + q("models/stories260K_f32.bin") + " -z " + q("models/tok512.bin") +
+                               " --text " + q("text/tinystories_sample.txt") +
+                               " --method dip-ca --density 0.5 --gamma 0.2 --device apple-a18 --dram 480KB --bits 32"
+                               " --context 64 --ctx 32 --windows 1 --sim-tokens 8 --out " + x.config);
+        EXPECT_EQ(e.code, 0) << e.err;
+        const auto p = run_cli("pack " + q("models/stories260K_f32.bin") + " --config " + x.config + " -o " + x.pack);
+        EXPECT_EQ(p.code, 0) << p.err;
+        return x;
+    }();
+    return f;
+}
+
+std::string run_args(const std::string& extra, const std::string& pack = "") {
+    return "run " + q("models/stories260K_f32.bin") + " -z " + q("models/tok512.bin") + " --config " + fx().config +
+           " --offload --pack " + (pack.empty() ? fx().pack : pack) + " -n 40 --temp 0 --prompt 'Once upon a time' " +
+           extra;
+}
+
+void expect_one_line_failure(const sl::test::run_result& r, const std::string& needle) {
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_TRUE(r.out.empty()) << "no output may be presented: " << r.out;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+TEST(OffloadCli, MeasuredBytesEqualTheSimulatorAndTheKernel) {
+    const auto r = run_cli(run_args("--dram 1.8MB --json"));
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out)["offload"];
+    const auto& m = j["measured"];
+    EXPECT_GT(m["bytes_read_per_token"].get<double>(), 0.0);
+    EXPECT_DOUBLE_EQ(m["bytes_read_per_token"].get<double>(), j["simulated"]["bytes_read_per_token"].get<double>());
+    EXPECT_DOUBLE_EQ(m["hit_rate"].get<double>(), j["simulated"]["hit_rate"].get<double>());
+    EXPECT_EQ(m["proc_io_read_bytes"].get<uint64_t>(), m["bytes_read_total"].get<uint64_t>());
+    EXPECT_TRUE(j["simulated"]["same_cache_capacities"].get<bool>());
+    EXPECT_LE(j["peak_cache_bytes"].get<uint64_t>(), j["cache_capacity_bytes"].get<uint64_t>());
+    EXPECT_LE(j["resident"]["total"].get<uint64_t>() + j["cache_capacity_bytes"].get<uint64_t>(), 1800000u);
+}
+
+TEST(OffloadCli, BudgetBelowTheResidentPart) {
+    expect_one_line_failure(run_cli(run_args("--dram 100KB")), "is below the resident part");
+}
+
+TEST(OffloadCli, ModifiedAndTruncatedPacks) {
+    const std::string mod = scratch("cli-mod.slpack"), cut = scratch("cli-cut.slpack");
+    fs::copy_file(fx().pack, mod, fs::copy_options::overwrite_existing);
+    {
+        std::fstream f(mod, std::ios::in | std::ios::out | std::ios::binary);
+        f.seekp(8197);  // inside layer 0's first region (the index takes the first 4 KiB)
+        f.put('\x55');
+    }
+    expect_one_line_failure(run_cli(run_args("--dram 1.8MB", mod)), "checksum mismatch");
+    fs::copy_file(fx().pack, cut, fs::copy_options::overwrite_existing);
+    fs::resize_file(cut, fs::file_size(cut) / 2);
+    expect_one_line_failure(run_cli(run_args("--dram 1.8MB", cut)), "truncated or modified pack");
+    expect_one_line_failure(run_cli(run_args("--dram 1.8MB", scratch("missing.slpack"))), "no such pack");
+}
+
+}  // namespace
+
+SL_TEST_MAIN_NEEDS_SHARED()
