@@ -9,7 +9,7 @@
 #include "cli_generate.h"
 #include "cli_offload.h"
 #include "sparselens/core/fingerprint.h"
-#include "sparselens/offload/runtime.h"
+#include "sparselens/sim/offload_runtime.h"
 #include "sparselens/sim/residency.h"
 
 namespace sl::cli {

@@ -7,7 +7,7 @@
 
 #include "cli_config.h"
 #include "cli_offload.h"
-#include "sparselens/offload/pack.h"
+#include "sparselens/sim/offload_pack.h"
 
 namespace sl::cli {
 

@@ -5,7 +5,7 @@
 #include <fstream>
 
 #include "cli_offload.h"
-#include "sparselens/offload/probe.h"
+#include "sparselens/sim/offload_probe.h"
 
 namespace sl::cli {
 

@@ -13,9 +13,9 @@
 #include "sparselens/core/fingerprint.h"
 #include "sparselens/core/methods.h"
 #include "sparselens/core/tokenizer.h"
-#include "sparselens/offload/pack.h"
-#include "sparselens/offload/probe.h"
-#include "sparselens/offload/runtime.h"
+#include "sparselens/sim/offload_pack.h"
+#include "sparselens/sim/offload_probe.h"
+#include "sparselens/sim/offload_runtime.h"
 #include "sparselens/sim/residency.h"
 #include "test_support.h"
 

@@ -1,5 +1,5 @@
 // probe_device: scratch file, O_DIRECT reads through io_uring at fixed queue depths, DRAM bandwidth.
-#include "sparselens/offload/probe.h"
+#include "sparselens/sim/offload_probe.h"
 
 #include <fcntl.h>
 #include <liburing.h>
@@ -13,7 +13,7 @@
 #include <random>
 
 #include "sparselens/kernels/membw.h"
-#include "sparselens/offload/direct_io.h"
+#include "sparselens/sim/offload_direct_io.h"
 
 namespace sl::offload {
 

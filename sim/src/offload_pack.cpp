@@ -1,5 +1,5 @@
 // Writing, opening and verifying MLP packs (format: docs/offload.md).
-#include "sparselens/offload/pack.h"
+#include "sparselens/sim/offload_pack.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -13,7 +13,7 @@
 #include "sparselens/core/calibration.h"
 #include "sparselens/core/fingerprint.h"
 #include "sparselens/kernels/sparse.h"
-#include "sparselens/offload/direct_io.h"
+#include "sparselens/sim/offload_direct_io.h"
 
 namespace sl::offload {
 

@@ -1,6 +1,6 @@
 // offload_runtime: per-(layer, group) DRAM caches of MLP units decided by the simulator's stream_cache,
 // O_DIRECT reads of the missed runs, and one layer of staging rows the engine's kernels read.
-#include "sparselens/offload/runtime.h"
+#include "sparselens/sim/offload_runtime.h"
 
 #include <algorithm>
 #include <chrono>

@@ -11,8 +11,8 @@
 
 #include "sparselens/core/mlp_source.h"
 #include "sparselens/core/residency.h"
-#include "sparselens/offload/direct_io.h"
-#include "sparselens/offload/pack.h"
+#include "sparselens/sim/offload_direct_io.h"
+#include "sparselens/sim/offload_pack.h"
 #include "sparselens/sim/cache.h"
 #include "sparselens/sim/memory_map.h"
 #include "sparselens/sim/simulator.h"

@@ -1,6 +1,6 @@
 // O_DIRECT batched reads: io_uring keeps up to queue_depth reads in flight from one thread; the pread
 // fallback spreads the same pieces over a few threads.
-#include "sparselens/offload/direct_io.h"
+#include "sparselens/sim/offload_direct_io.h"
 
 #include <fcntl.h>
 #include <liburing.h>
