@@ -60,6 +60,7 @@ void register_tune(CLI::App& app, command_fn& run);      // cmd_tune.cpp: the tu
 void register_run(CLI::App& app, command_fn& run);     // cmd_run.cpp: generation with a deployment config
 void register_config(CLI::App& app, command_fn& run);  // cmd_config.cpp: config export / show
 void register_session(CLI::App& app, command_fn& run);  // cmd_session.cpp: session files
+void register_vocab(CLI::App& app, command_fn& run);    // cmd_vocab.cpp: import-vocab, tokenize
 
 // What configs and reports record as their writer (same as --version).
 inline constexpr const char* tool_version = "sparselens 0.1.0";

@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
     sl::cli::register_run(app, run);
     sl::cli::register_config(app, run);
     sl::cli::register_session(app, run);
+    sl::cli::register_vocab(app, run);
 
     try {
         app.parse(argc, argv);
