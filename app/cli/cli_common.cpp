@@ -1,6 +1,8 @@
 // Model/tokenizer discovery and output helpers shared by the CLI subcommands.
 #include "cli_common.h"
 
+#include "sparselens/core/chat_format.h"
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -40,8 +42,11 @@ loaded_model load_model(const std::string& model_path, const std::string& tokeni
     return lm;
 }
 
-std::vector<int32_t> encode_prompt(const loaded_model& lm, const std::string& prompt) {
-    std::vector<int32_t> ids = lm.tok->encode(prompt, true, false);
+std::vector<int32_t> encode_prompt(const loaded_model& lm, const std::string& prompt, bool chat, const std::string& system) {
+    // A chat prompt spells the format's control tokens, so those are parsed; a plain prompt is text.
+    std::vector<int32_t> ids = chat ? lm.tok->tokenize(take(chat_apply(lm.tok->chat_template(), lm.m->path, prompt, system)),
+                                                       true, true)
+                                    : lm.tok->encode(prompt, true, false);
     for (int32_t id : ids)
         if (id < 0 || id >= lm.m->hp.vocab_size)
             throw cli_error("prompt token " + std::to_string(id) + " is outside the model's vocabulary");

@@ -35,8 +35,10 @@ struct loaded_model {
 // tokenizer.bin / tok512.bin beside the model. `need_tokenizer` makes a missing one an error.
 loaded_model load_model(const std::string& model_path, const std::string& tokenizer_path, bool need_tokenizer);
 
-// Encodes a prompt with BOS and checks every id fits the model's vocabulary.
-std::vector<int32_t> encode_prompt(const loaded_model& lm, const std::string& prompt);
+// Encodes a prompt with BOS and checks every id fits the model's vocabulary. With `chat` the prompt is first
+// wrapped in the model's chat format (the format's control tokens parsed); an unrecognised template is an error.
+std::vector<int32_t> encode_prompt(const loaded_model& lm, const std::string& prompt, bool chat = false,
+                                   const std::string& system = {});
 
 void print_json(const nlohmann::json& j);
 

@@ -379,6 +379,12 @@ std::string tokenizer::decode_all(std::span<const int32_t> tokens) const {
     return out;
 }
 
+bool tokenizer::shown_in_text(int32_t token, std::string_view piece) const {
+    if (m_kind == tokenizer_kind::byte_bpe && is_control(token)) return false;
+    const bool char_part = piece.size() == 1 && static_cast<unsigned char>(piece[0]) >= 0x80;
+    return char_part || is_printable_piece(piece);
+}
+
 bool tokenizer::is_printable_piece(std::string_view p) {
     if (p.empty()) return false;
     if (p.size() == 1) {

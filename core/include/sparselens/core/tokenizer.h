@@ -86,6 +86,10 @@ public:
     // run.c safe_printf(): false for empty pieces and for single bytes that are neither printable
     // ASCII nor whitespace (stray bytes of a broken UTF-8 sequence, control characters).
     static bool is_printable_piece(std::string_view piece);
+    // Whether a generated token's piece (from decode()) belongs in the shown text, to be fed through a
+    // utf8_stream: run.c's rule for single bytes, except that bytes >= 0x80 are parts of characters;
+    // control tokens of byte-level BPE vocabularies (<|eot_id|> ...) are not text.
+    bool shown_in_text(int32_t token, std::string_view piece) const;
 
     int32_t vocab_size() const { return static_cast<int32_t>(m_pieces.size()); }
     int32_t bos_id() const { return m_bos; }  // -1 when the vocabulary has none
