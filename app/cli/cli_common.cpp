@@ -18,7 +18,12 @@ loaded_model load_model(const std::string& model_path, const std::string& tokeni
     if (!tokenizer_path.empty()) {
         lm.tok = take(tokenizer::from_llama2c_file(tokenizer_path, vocab));
     } else if (!lm.m->vocab.empty()) {
-        lm.tok = take(tokenizer::from_embedded_vocab(lm.m->vocab, model_path));
+        // A vocabulary we cannot use does not stop commands that need no text (bench, synthetic prompts).
+        auto t = tokenizer::from_embedded_vocab(lm.m->vocab, model_path);
+        if (t)
+            lm.tok = std::move(t).value();
+        else if (need_tokenizer)
+            throw cli_error(t.message());
     } else {
         const auto dir = std::filesystem::path(model_path).parent_path();
         for (const char* name : {"tokenizer.bin", "tok512.bin"}) {
@@ -30,9 +35,9 @@ loaded_model load_model(const std::string& model_path, const std::string& tokeni
                 break;
             }
         }
-        if (!lm.tok && need_tokenizer && !lm.m->vocab.model.empty() && lm.m->vocab.model != "llama")
+        if (!lm.tok && need_tokenizer && !lm.m->vocab.model.empty() && lm.m->vocab.model != "llama" && lm.m->vocab.model != "gpt2")
             throw cli_error(model_path + ": its '" + lm.m->vocab.model +
-                            "' vocabulary is not supported (SentencePiece 'llama' only); pass --tokenizer FILE");
+                            "' vocabulary is not supported (SentencePiece 'llama' and byte-level BPE 'gpt2' are); pass --tokenizer FILE");
         if (!lm.tok && need_tokenizer)
             throw cli_error(model_path + ": no tokenizer found beside the model and none embedded; pass --tokenizer FILE");
     }

@@ -227,6 +227,9 @@ result<tokenizer> tokenizer::from_gguf_file(const std::string& path) {
     if (!g) return g.err();
     embedded_vocab v;
     if (auto o = read_gguf_vocab(g.value(), -1, v); !o) return o.err();
+    if (v.empty() && !v.model.empty() && v.model != "llama" && v.model != "gpt2")
+        return error{path + ": tokenizer.ggml.model '" + v.model +
+                     "' is not supported (SentencePiece 'llama' and byte-level BPE 'gpt2' are)"};
     if (v.empty()) return error{path + ": the file has no tokenizer.ggml.tokens vocabulary"};
     return from_embedded_vocab(v, path);
 }

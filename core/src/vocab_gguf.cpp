@@ -43,8 +43,8 @@ struct vocab_reader {
             return {};
         }
         if (*i < 0 || static_cast<uint64_t>(*i) >= n)
-            return fail(std::string("key '") + key + "' = " + std::to_string(*i) + " is outside the vocabulary of " +
-                        std::to_string(n) + " tokens");
+            return fail(std::string("key '") + key + "' = " + std::to_string(*i) + " is out of range [0, " +
+                        std::to_string(n - 1) + "]");
         out = static_cast<int32_t>(*i);
         return {};
     }
@@ -55,9 +55,9 @@ struct vocab_reader {
 outcome read_gguf_vocab(const gguf_file& g, int64_t vocab_size, embedded_vocab& v) {
     const vocab_reader r{g, v};
     if (auto o = r.string_key("tokenizer.ggml.model", v.model); !o) return o;
-    if (!v.model.empty() && v.model != "llama" && v.model != "gpt2")
-        return r.fail("tokenizer.ggml.model '" + printable(v.model) +
-                      "' is not supported (SentencePiece 'llama' and byte-level BPE 'gpt2' are)");
+    // Other vocabularies are not ours to tokenize, but the weights stay usable (bench, synthetic
+    // prompts): the model is kept and the vocabulary left empty; commands that need text say why.
+    if (!v.model.empty() && v.model != "llama" && v.model != "gpt2") return {};
     const gguf_value* tokens = g.find("tokenizer.ggml.tokens");
     if (!tokens) return {};
     if (!tokens->is_array() || tokens->elem_type != gguf_type::string)

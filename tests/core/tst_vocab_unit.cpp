@@ -149,7 +149,7 @@ TEST(VocabErrors, MalformedTokenArraysNameTheFile) {
         {"tokenizer.ggml.token_type", sl::gguf_value::array(std::vector<int32_t>{1, 1}), "integer array of 263"},
         {"tokenizer.ggml.merges", sl::gguf_value::array(std::vector<int32_t>{1}), "merges' is not an array of strings"},
         {"tokenizer.ggml.model", sl::gguf_value::string("wordpiece"), "'wordpiece' is not supported"},
-        {"tokenizer.ggml.bos_token_id", sl::gguf_value::scalar<uint32_t>(9999), "outside the vocabulary"},
+        {"tokenizer.ggml.bos_token_id", sl::gguf_value::scalar<uint32_t>(9999), "is out of range [0, 262]"},
         {"tokenizer.ggml.pre", sl::gguf_value::scalar<uint32_t>(3), "'tokenizer.ggml.pre' is not a string"},
     };
     int k = 0;
