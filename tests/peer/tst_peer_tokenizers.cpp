@@ -177,7 +177,10 @@ TEST_P(PeerTokenizers, IdsAndTextMatchLlamaCpp) {
     ASSERT_TRUE(std::filesystem::exists(SL_PEER_VOCAB_DIR))
         << "the tokenizer vocabularies are not installed in " << SL_PEER_VOCAB_DIR
         << ": run scripts/test.sh (lib.sh sl_install_peer_vocabs)";
+    // The pre-tokenizer variants of the Llama-3 vocabulary differ only in splitting text: once is enough.
+    const bool variant = GetParam().find('-', 1) != std::string::npos && GetParam().rfind("llama3-", 0) == 0;
     for (const bool parse_special : {false, true}) {
+        if (variant && parse_special) continue;
         const tally t = compare(GetParam(), parse_special);
         EXPECT_GE(t.bytes, 200u * 1024);
         EXPECT_EQ(t.mismatched_records, 0u);
