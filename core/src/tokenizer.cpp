@@ -1,11 +1,15 @@
 // Tokenizer loading (llama2.c tokenizer.bin, GGUF vocabulary), validation, accessors and decoding.
 #include "sparselens/core/tokenizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
 #include <limits>
 #include <unordered_set>
+
+#include "sparselens/core/gguf.h"
+#include "vocab_gguf.h"
 
 namespace sl {
 namespace {
@@ -167,6 +171,23 @@ result<tokenizer> tokenizer::from_embedded_vocab(const embedded_vocab& v, const 
         if (!msg.empty()) return error{msg};
 
     tokenizer t;
+    t.m_eot = v.eot_id;
+    if (t.m_eot < 0) {
+        // As llama.cpp: without tokenizer.ggml.eot_token_id, the end-of-turn token is found by its spelling.
+        for (const std::string_view name : {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
+                                            "<|end_of_text|>", "<EOT>"}) {
+            const auto it = std::find(v.tokens.begin(), v.tokens.end(), name);
+            if (it != v.tokens.end()) {
+                t.m_eot = static_cast<int32_t>(it - v.tokens.begin());
+                break;
+            }
+        }
+    }
+    t.m_chat_template = v.chat_template;
+    if (v.model == "gpt2") {
+        if (auto o = t.load_bpe(v, source); !o) return o.err();
+        return t;
+    }
     t.m_space_marker = true;
     t.m_source_pieces = v.tokens;
     t.m_pieces.reserve(n);
@@ -195,7 +216,55 @@ result<tokenizer> tokenizer::from_embedded_vocab(const embedded_vocab& v, const 
     }
     t.finish_load();
     t.m_max_token_length = longest;
+    if (v.add_space_prefix == 0) t.m_dummy_prefix = -1;  // Gemma: no SentencePiece dummy prefix
+    if (v.add_bos >= 0) t.m_add_bos = v.add_bos != 0;
+    if (v.add_eos >= 0) t.m_add_eos = v.add_eos != 0;
     return t;
+}
+
+result<tokenizer> tokenizer::from_gguf_file(const std::string& path) {
+    auto g = gguf_file::open(path);
+    if (!g) return g.err();
+    embedded_vocab v;
+    if (auto o = read_gguf_vocab(g.value(), -1, v); !o) return o.err();
+    if (v.empty() && !v.model.empty() && v.model != "llama" && v.model != "gpt2")
+        return error{path + ": tokenizer.ggml.model '" + v.model +
+                     "' is not supported (SentencePiece 'llama' and byte-level BPE 'gpt2' are)"};
+    if (v.empty()) return error{path + ": the file has no tokenizer.ggml.tokens vocabulary"};
+    return from_embedded_vocab(v, path);
+}
+
+bool tokenizer::is_control(int32_t id) const {
+    return valid_id(id) && m_control[static_cast<size_t>(id)] != 0;
+}
+
+void tokenizer::collect_specials() {
+    // llama.cpp's loader makes these spellings control tokens whatever their type in the file says
+    // (end-of-turn/generation and fill-in-the-middle markers), so they are matched in prompts only
+    // when special tokens are parsed, and hidden from text unless specials are rendered.
+    static const std::unordered_set<std::string_view> k_forced_control = {
+        "</s>", "<EOT>", "<MID>", "<PAD>", "<PRE>", "<REPO>", "<SUF>", "<end_of_turn>", "<end_of_utterance>", "<eos>",
+        "<fim-middle>", "<fim-pad>", "<fim-prefix>", "<fim-repo>", "<fim-suffix>", "<fim_middle>", "<fim_pad>",
+        "<fim_prefix>", "<fim_suffix>", "<reponame>", "<turn|>", "<|calls|>", "<|call|>", "<|code_middle|>",
+        "<|code_prefix|>", "<|code_suffix|>", "<|end_of_text|>", "<|endoftext|>", "<|end|>", "<|eom_id|>", "<|eot_id|>",
+        "<|file_sep|>", "<|fim_middle|>", "<|fim_pad|>", "<|fim_prefix|>", "<|fim_repo|>", "<|fim_suffix|>",
+        "<|flush|>", "<|im_end|>", "<|middle|>", "<|prefix|>", "<|repo_name|>", "<|return|>", "<|suffix|>",
+        "<|tool_response>", "[EOS]", "[EOT]", "[PAD]", "[e~[", "_<EOT>", "\xE2\x96\x81<MID>", "\xE2\x96\x81<PRE>",
+        "\xE2\x96\x81<SUF>", "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
+        "<\xEF\xBD\x9C" "fim\xE2\x96\x81" "begin\xEF\xBD\x9C>", "<\xEF\xBD\x9C" "fim\xE2\x96\x81" "end\xEF\xBD\x9C>",
+        "<\xEF\xBD\x9C" "fim\xE2\x96\x81hole\xEF\xBD\x9C>"};
+    m_specials.clear();
+    m_control.assign(m_types.size(), 0);
+    for (size_t i = 0; i < m_types.size(); ++i) {
+        const token_type t = m_types[i];
+        const std::string spelled = source_piece(static_cast<int32_t>(i));
+        m_control[i] = t == token_type::control || t == token_type::unknown || k_forced_control.contains(spelled);
+        const bool special = m_control[i] || t == token_type::user_defined;
+        if (special && !spelled.empty()) m_specials.push_back(static_cast<int32_t>(i));
+    }
+    std::stable_sort(m_specials.begin(), m_specials.end(), [this](int32_t a, int32_t b) {
+        return source_piece(a).size() > source_piece(b).size();
+    });
 }
 
 void tokenizer::finish_load() {
@@ -220,6 +289,7 @@ void tokenizer::finish_load() {
     }
     m_dummy_prefix = find_piece(" ");
     if (m_dummy_prefix < 0) m_dummy_prefix = m_byte_ids[' '];
+    collect_specials();
 
     // A symbol whose piece is neither a proper prefix nor a proper suffix of any piece a merge can
     // produce never merges with a neighbour, so encode() may run BPE separately on the stretches
@@ -276,21 +346,46 @@ std::string_view tokenizer::decode(int32_t prev_token, int32_t token) const {
         return {&k_byte_chars[static_cast<size_t>(b)], 1};
     std::string_view p = m_pieces[static_cast<size_t>(token)];
     // SentencePiece's dummy prefix: the first word after BOS carries a space the text never had.
-    if (prev_token >= 0 && prev_token == m_bos && !p.empty() && p[0] == ' ') p.remove_prefix(1);
+    if (prev_token >= 0 && prev_token == m_bos && m_dummy_prefix >= 0 && !p.empty() && p[0] == ' ') p.remove_prefix(1);
     return p;
+}
+
+std::string_view tokenizer::token_text(int32_t token, bool special) const {
+    if (!valid_id(token)) return {};
+    const auto i = static_cast<size_t>(token);
+    if (m_control[i] && !special) return {};
+    switch (m_types[i]) {
+    case token_type::control:
+    case token_type::unknown:
+    case token_type::user_defined:
+        return spelling(i);
+    case token_type::byte:
+        if (const int b = m_byte_value[i]; b >= 0) return {&k_byte_chars[static_cast<size_t>(b)], 1};
+        return {};
+    case token_type::normal:
+        return m_control[i] ? spelling(i) : std::string_view(m_pieces[i]);
+    default:
+        return {};
+    }
 }
 
 std::string tokenizer::decode_all(std::span<const int32_t> tokens) const {
     std::string out;
     bool first = true;
     for (const int32_t t : tokens) {
-        if (!valid_id(t) || m_types[static_cast<size_t>(t)] == token_type::control) continue;
+        if (!valid_id(t) || (m_control[static_cast<size_t>(t)] && m_types[static_cast<size_t>(t)] != token_type::unknown)) continue;
         std::string_view p = decode(-1, t);
         if (first && m_dummy_prefix >= 0 && !p.empty() && p[0] == ' ') p.remove_prefix(1);
         first = false;
         out.append(p);
     }
     return out;
+}
+
+bool tokenizer::shown_in_text(int32_t token, std::string_view piece) const {
+    if (m_kind == tokenizer_kind::byte_bpe && is_control(token)) return false;
+    const bool char_part = piece.size() == 1 && static_cast<unsigned char>(piece[0]) >= 0x80;
+    return char_part || is_printable_piece(piece);
 }
 
 bool tokenizer::is_printable_piece(std::string_view p) {

@@ -130,10 +130,58 @@ int32_t* tokenizer::merge_span(int32_t* first, int32_t* last, merge_scratch& sc)
 }
 
 std::vector<int32_t> tokenizer::encode(std::string_view text, bool bos, bool eos) const {
+    return encode_fragments(text, bos, eos, false);
+}
+
+std::vector<int32_t> tokenizer::tokenize(std::string_view text, bool add_special, bool parse_special) const {
+    return encode_fragments(text, add_special && m_add_bos, add_special && m_add_eos, parse_special);
+}
+
+std::vector<tokenizer::fragment> tokenizer::partition_special(std::string_view text, bool parse_special) const {
+    std::vector<fragment> frags;
+    if (!text.empty()) frags.push_back({-1, 0, text.size()});
+    // llama.cpp's order: each special token, longest first, splits every text fragment left so far.
+    for (const int32_t id : m_specials) {
+        if (!parse_special && m_control[static_cast<size_t>(id)]) continue;
+        const std::string spelled = source_piece(id);
+        std::vector<fragment> next;
+        next.reserve(frags.size());
+        for (const fragment& f : frags) {
+            if (f.token >= 0 || f.length < spelled.size()) {
+                next.push_back(f);
+                continue;
+            }
+            const std::string_view body = text.substr(f.offset, f.length);
+            size_t pos = 0;
+            for (size_t hit; (hit = body.find(spelled, pos)) != std::string_view::npos; pos = hit + spelled.size()) {
+                if (hit > pos) next.push_back({-1, f.offset + pos, hit - pos});
+                next.push_back({id, f.offset + hit, spelled.size()});
+            }
+            if (pos < body.size()) next.push_back({-1, f.offset + pos, body.size() - pos});
+        }
+        frags.swap(next);
+    }
+    return frags;
+}
+
+std::vector<int32_t> tokenizer::encode_fragments(std::string_view text, bool bos, bool eos, bool parse_special) const {
     std::vector<int32_t> out;
     if (m_pieces.empty()) return out;
-    out.reserve(text.size() + 3);
+    out.reserve(text.size() / 2 + 3);
     if (bos && m_bos >= 0) out.push_back(m_bos);
+    for (const fragment& f : partition_special(text, parse_special)) {
+        if (f.token >= 0)
+            out.push_back(f.token);
+        else if (m_kind == tokenizer_kind::byte_bpe)
+            encode_bpe(text.substr(f.offset, f.length), out);
+        else
+            encode_spm(text.substr(f.offset, f.length), out);
+    }
+    if (eos && m_eos >= 0) out.push_back(m_eos);
+    return out;
+}
+
+void tokenizer::encode_spm(std::string_view text, std::vector<int32_t>& out) const {
     const size_t begin = out.size();
     if (!text.empty() && m_dummy_prefix >= 0) out.push_back(m_dummy_prefix);
 
@@ -175,8 +223,6 @@ std::vector<int32_t> tokenizer::encode(std::string_view text, bool bos, bool eos
         k = end;
     }
     out.resize(write);
-    if (eos && m_eos >= 0) out.push_back(m_eos);
-    return out;
 }
 
 }  // namespace sl

@@ -1,8 +1,10 @@
 // End-to-end checks of the `sparselens` executable: reference output, JSON, and one-line errors.
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -128,6 +130,31 @@ TEST(Cli, ErrorsAreOneLineWithExitCode2) {
         ASSERT_FALSE(r.err.empty()) << args;
         EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "not one line: " << r.err;
         EXPECT_EQ(r.err.rfind("sparselens: error: ", 0), 0u) << r.err;
+    }
+}
+
+// import-vocab + tokenize: the Llama-2 vocabulary as a vocab-only GGUF tokenizes like the llama2.c file, and a
+// tokenizer.json whose merges name missing pieces or an unknown pre-tokenizer is one line, exit 2.
+TEST(Cli, ImportVocabAndTokenize) {
+    const std::string gguf = sl::test::write_temp("cli_llama2_vocab.gguf", {});
+    run_result r = run_cli("import-vocab " + q("models/tokenizer_llama2_32k.bin") + " -o '" + gguf + "'");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const run_result a = run_cli("tokenize '" + gguf + "' 'Hello, caf\xc3\xa9 world'");
+    const run_result b = run_cli("tokenize " + q("models/tokenizer_llama2_32k.bin") + " 'Hello, caf\xc3\xa9 world'");
+    ASSERT_EQ(a.code, 0) << a.err;
+    EXPECT_EQ(a.out, b.out);
+    EXPECT_EQ(a.out.rfind("1 ", 0), 0u) << a.out;  // BOS first
+
+    const std::string bad = sl::test::write_temp("cli_bad_tok.json", {});
+    {
+        std::ofstream f(bad);
+        f << R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a b"]}})";
+    }
+    for (const std::string& pre : {"qwen2", "nope"}) {
+        r = run_cli("import-vocab '" + bad + "' --pre " + pre + " -o '" + gguf + ".bad'");
+        EXPECT_EQ(r.code, 2);
+        EXPECT_NE(r.err.find(bad + ": "), std::string::npos) << r.err;
+        EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
     }
 }
 

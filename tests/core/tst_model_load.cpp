@@ -317,13 +317,13 @@ TEST(model_load, gguf_without_output_is_tied) {
     fs::remove(path);
 }
 
-// A vocabulary we cannot tokenize (Llama-3's "gpt2" BPE) must not stop the weights from loading.
+// A vocabulary we cannot tokenize (BERT's WordPiece) must not stop the weights from loading.
 TEST(model_load, foreign_vocabulary_loads_weights_without_vocab) {
-    const std::string path = rewrite("models/gguf/stories260K-Q8_0.gguf", "gpt2vocab.gguf",
-                                     [](sl::gguf_writer& w) { w.set_str("tokenizer.ggml.model", "gpt2"); });
+    const std::string path = rewrite("models/gguf/stories260K-Q8_0.gguf", "bertvocab.gguf",
+                                     [](sl::gguf_writer& w) { w.set_str("tokenizer.ggml.model", "bert"); });
     const sl::model m = load_ok(path);
     EXPECT_TRUE(m.vocab.empty());
-    EXPECT_EQ(m.vocab.model, "gpt2");
+    EXPECT_EQ(m.vocab.model, "bert");
     EXPECT_EQ(m.hp.vocab_size, 512);
     fs::remove(path);
 }

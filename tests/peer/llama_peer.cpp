@@ -171,8 +171,9 @@ std::vector<llama_token> tokenize(const llama_vocab* v, const std::string& text,
     return ids;
 }
 
-// tokenize MODEL TEXTFILE OUT.i32 [--no-special-add] [--parse-special] [--lines]: with --lines every line
-// of the file is tokenized on its own and the output is, per line, int32 count then the ids.
+// tokenize MODEL TEXTFILE OUT.i32 [--no-special-add] [--parse-special] [--lines|--nul]: with --lines every line
+// of the file is tokenized on its own and the output is, per line, int32 count then the ids; --nul is the
+// same with records separated by NUL bytes (so records may hold newlines).
 int cmd_tokenize(const args& a) {
     init_backend();
     llama_model* m = load_model(a.at(0, "model"), true);
@@ -181,10 +182,11 @@ int cmd_tokenize(const args& a) {
     const bool add = !a.has("no-special-add");
     const bool parse = a.has("parse-special");
     std::vector<int32_t> out;
-    if (a.has("lines")) {
+    if (a.has("lines") || a.has("nul")) {
+        const char sep = a.has("nul") ? '\0' : '\n';
         size_t start = 0;
         while (start <= text.size()) {
-            size_t end = text.find('\n', start);
+            size_t end = text.find(sep, start);
             if (end == std::string::npos) end = text.size();
             const std::vector<llama_token> ids = tokenize(v, text.substr(start, end - start), add, parse);
             out.push_back(static_cast<int32_t>(ids.size()));
@@ -200,15 +202,25 @@ int cmd_tokenize(const args& a) {
     return 0;
 }
 
-// detokenize MODEL IDS.i32 OUT.txt: per token, llama_token_to_piece (special tokens rendered), concatenated.
+// detokenize MODEL IDS.i32 OUT.txt [--records]: per token, llama_token_to_piece (special tokens rendered),
+// concatenated; with --records the ids come as tokenize --lines/--nul writes them (count, ids per record)
+// and the records' texts are written separated by NUL bytes.
 int cmd_detokenize(const args& a) {
     init_backend();
     llama_model* m = load_model(a.at(0, "model"), true);
     const llama_vocab* v = llama_model_get_vocab(m);
     const std::vector<int32_t> ids = read_array<int32_t>(a.at(1, "ids"));
+    const bool records = a.has("records");
     std::string out;
     std::vector<char> buf(256);
-    for (int32_t id : ids) {
+    for (size_t i = 0, left = 0; i < ids.size(); ++i) {
+        if (records && left == 0) {
+            if (i > 0) out.push_back('\0');
+            left = static_cast<size_t>(std::max(ids[i], 0));
+            continue;
+        }
+        --left;
+        const int32_t id = ids[i];
         int32_t n = llama_token_to_piece(v, id, buf.data(), static_cast<int32_t>(buf.size()), 0, true);
         if (n < 0) {
             buf.resize(static_cast<size_t>(-n));

@@ -16,10 +16,12 @@
 #include "cache_recorder.h"
 #include "engine.h"
 #include "engine_internal.h"
+#include "sparselens/core/chat_format.h"
 #include "sparselens/core/eval.h"
 #include "sparselens/core/generate.h"
 #include "sparselens/core/methods.h"
 #include "sparselens/core/model_stats.h"
+#include "sparselens/core/utf8_stream.h"
 
 namespace sl::views::detail {
 
@@ -53,7 +55,15 @@ result<engine::generated> engine::generate(const generate_request& req, const st
     const int32_t vocab = hp.vocab_size;
     if (req.steps < 1) return error{"generate: steps must be at least 1"};
 
-    std::vector<int32_t> prompt = m_tok->encode(req.prompt, true, false);
+    std::vector<int32_t> prompt;
+    if (req.chat) {
+        // The chat format spells its control tokens (<|im_start|> ...), so they are parsed.
+        auto wrapped = chat_apply(m_tok->chat_template(), m.path, req.prompt, "");
+        if (!wrapped) return wrapped.err();
+        prompt = m_tok->tokenize(wrapped.value(), true, true);
+    } else {
+        prompt = m_tok->encode(req.prompt, true, false);
+    }
     for (int32_t id : prompt)
         if (id < 0 || id >= vocab) return error{"generate: prompt token " + std::to_string(id) + " is outside the vocabulary"};
 
@@ -110,6 +120,10 @@ result<engine::generated> engine::generate(const generate_request& req, const st
     const auto t_start = clock_type::now();
     auto last_live = t_start;
 
+    // A character split across tokens (byte tokens, byte-level BPE pieces) shows on the token that
+    // completes it; the tokens before it show nothing rather than replacement characters.
+    utf8_stream utf8;
+
     // The event of the token at `pos` (the input of that forward pass), given that pass's logits.
     auto make_event = [&](int32_t pos, int32_t input, const float* logits, const float* dense_logits) {
         token_event ev;
@@ -118,7 +132,7 @@ result<engine::generated> engine::generate(const generate_request& req, const st
         ev.id = input;
         if (pos > 0) {
             const std::string_view piece = m_tok->decode(tokens[size_t(pos) - 1], input);
-            if (tokenizer::is_printable_piece(piece)) ev.piece = std::string(piece);
+            if (m_tok->shown_in_text(input, piece)) ev.piece = utf8.push(piece);
         }
         ev.in_prompt = pos < n_prompt;
         ev.logprob = prev_logprob;

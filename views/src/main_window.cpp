@@ -311,6 +311,7 @@ void MainWindow::generate() {
     }
     generate_request r;
     r.prompt = m_prompt->prompt().toStdString();
+    r.chat = m_prompt->chatFormat();
     r.steps = m_prompt->steps();
     r.temperature = m_prompt->temperature();
     r.seed = m_prompt->seed();

@@ -125,6 +125,9 @@ PromptPanel::PromptPanel(QWidget* parent) : QWidget(parent) {
     m_stop = new QPushButton(tr("Stop"), this);
     m_stop->setToolTip(tr("Stop the generation and keep what it produced (Esc)"));
     m_stop->setEnabled(false);
+    m_chat = new QCheckBox(tr("Chat format"), this);
+    m_chat->setToolTip(tr("Wrap the prompt as a user turn in the model's chat format (Llama-3, ChatML, Phi-3, "
+                          "Gemma or Mistral [INST], recognised from its chat template)"));
     m_live = new QCheckBox(tr("Regenerate on tuning changes"), this);
     m_live->setChecked(true);
     m_live->setToolTip(tr("Run the prompt again whenever a tuning control settles (slider released), so the "
@@ -160,6 +163,7 @@ PromptPanel::PromptPanel(QWidget* parent) : QWidget(parent) {
     colour->addWidget(new QLabel(tr("Colour by"), this));
     colour->addWidget(m_color);
     colour->addWidget(m_legend, 1);
+    colour->addWidget(m_chat);
     colour->addWidget(m_live);
 
     m_output = new QTextEdit(this);
@@ -199,6 +203,7 @@ float PromptPanel::temperature() const { return static_cast<float>(m_temp->value
 void PromptPanel::setTemperature(float t) { m_temp->setValue(t); }
 quint64 PromptPanel::seed() const { return static_cast<quint64>(m_seed->value()); }
 bool PromptPanel::regenerateOnTuning() const { return m_live->isChecked(); }
+bool PromptPanel::chatFormat() const { return m_chat->isChecked(); }
 
 void PromptPanel::setMaxSteps(int n) {
     m_steps->setMaximum(std::max(1, n));

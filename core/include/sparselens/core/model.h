@@ -85,7 +85,14 @@ struct embedded_vocab {
     int32_t bos_id = 1;
     int32_t eos_id = 2;
     int32_t unk_id = 0;
-    std::string model;  // tokenizer.ggml.model; only "llama" vocabularies are loaded into tokens
+    std::string model;  // tokenizer.ggml.model: "llama" (SentencePiece) or "gpt2" (byte-level BPE)
+    std::string pre;    // tokenizer.ggml.pre: the BPE pre-tokenizer's name
+    std::vector<std::string> merges;  // tokenizer.ggml.merges ("left right", rank order); BPE only
+    int32_t eot_id = -1;              // tokenizer.ggml.eot_token_id
+    int32_t add_bos = -1;             // tokenizer.ggml.add_bos_token: 0/1, -1 when absent
+    int32_t add_eos = -1;
+    int32_t add_space_prefix = -1;    // tokenizer.ggml.add_space_prefix (SentencePiece)
+    std::string chat_template;        // tokenizer.chat_template (Jinja source)
     bool empty() const { return tokens.empty(); }
 };
 

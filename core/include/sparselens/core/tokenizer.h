@@ -1,8 +1,9 @@
-// SentencePiece-style BPE tokenizer with llama2.c run.c semantics, loadable from tokenizer.bin or a GGUF vocabulary.
+// Tokenizers: SentencePiece-style BPE (llama2.c run.c semantics, GGUF 'llama') and GPT-2 byte-level BPE (GGUF 'gpt2').
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -24,6 +25,9 @@ enum class token_type : int32_t {
     unused = 5,
     byte = 6,
 };
+
+// Which algorithm a vocabulary uses: GGUF tokenizer.ggml.model "llama" or "gpt2".
+enum class tokenizer_kind { sentencepiece, byte_bpe };
 
 // Pairs whose merged piece scores at or below this are never merged (run.c starts its search at -1e10).
 inline constexpr float tokenizer_min_merge_score = -1e10f;
@@ -48,8 +52,16 @@ public:
     // In-memory variant; vocab_size < 0 means "read until the end". `name` prefixes error messages.
     static result<tokenizer> from_llama2c_bytes(std::span<const uint8_t> bytes, const std::string& name,
                                                 int32_t vocab_size);
-    // GGUF tokenizer.ggml.*; `source` (the model path) prefixes error messages.
+    // GGUF tokenizer.ggml.*; `source` (the model path) prefixes error messages. Byte-level BPE needs
+    // merges that only name pieces of the vocabulary and a known pre-tokenizer (tokenizer.ggml.pre).
     static result<tokenizer> from_embedded_vocab(const embedded_vocab& vocab, const std::string& source);
+    // The vocabulary of a GGUF file alone (weights are not read; a vocab-only file is fine).
+    static result<tokenizer> from_gguf_file(const std::string& path);
+
+    // llama.cpp's llama_tokenize(): BOS/EOS as the vocabulary's add_bos/add_eos say when add_special,
+    // control tokens spelled in the text become those tokens only when parse_special (user-defined
+    // tokens always do), and the text between them goes through the vocabulary's algorithm.
+    std::vector<int32_t> tokenize(std::string_view text, bool add_special, bool parse_special) const;
 
     // run.c encode(): optional BOS, a dummy-prefix " " token for non-empty text, UTF-8 code points
     // (byte fallback for those not in the vocabulary), then greedy highest-score merges (ties: leftmost).
@@ -57,6 +69,7 @@ public:
     // tokens are found by their "<0xNN>" spelling, and a character lacking any of them becomes one
     // <unk> (dropped if there is no <unk>); " " missing from the vocabulary falls back to <0x20>.
     // O(n log n): a heap of candidate pairs over a linked list, identical to run.c's rescanning loop.
+    // For byte-level BPE vocabularies encode() is tokenize() with explicit BOS/EOS and no special parsing.
     std::vector<int32_t> encode(std::string_view text, bool bos, bool eos) const;
 
     // run.c decode(): the piece of `token`, without its leading space when prev_token is BOS;
@@ -67,13 +80,28 @@ public:
     // multi-byte characters, and the dummy-prefix space encode() adds is removed, so that
     // decode_all(encode(x, ...)) == x whenever every byte of x has a piece or a byte token.
     std::string decode_all(std::span<const int32_t> tokens) const;
+    // llama.cpp's llama_token_to_piece(): the text one token stands for (bytes for byte tokens, which may
+    // be part of a UTF-8 character); control and unknown tokens give their spelling only when `special`.
+    std::string_view token_text(int32_t token, bool special) const;
     // run.c safe_printf(): false for empty pieces and for single bytes that are neither printable
     // ASCII nor whitespace (stray bytes of a broken UTF-8 sequence, control characters).
     static bool is_printable_piece(std::string_view piece);
+    // Whether a generated token's piece (from decode()) belongs in the shown text, to be fed through a
+    // utf8_stream: run.c's rule for single bytes, except that bytes >= 0x80 are parts of characters;
+    // control tokens of byte-level BPE vocabularies (<|eot_id|> ...) are not text.
+    bool shown_in_text(int32_t token, std::string_view piece) const;
 
     int32_t vocab_size() const { return static_cast<int32_t>(m_pieces.size()); }
     int32_t bos_id() const { return m_bos; }  // -1 when the vocabulary has none
     int32_t eos_id() const { return m_eos; }
+    int32_t eot_id() const { return m_eot; }  // end of turn (chat models), -1 when none
+    // True for ids that end generation: EOS or EOT.
+    bool is_end_of_generation(int32_t id) const { return id >= 0 && (id == m_eos || id == m_eot); }
+    bool adds_bos() const { return m_add_bos; }
+    bool adds_eos() const { return m_add_eos; }
+    tokenizer_kind kind() const { return m_kind; }
+    const std::string& pre_tokenizer() const { return m_pre; }  // BPE pre-tokenizer name, "" for SentencePiece
+    const std::string& chat_template() const { return m_chat_template; }
     int32_t unk_id() const { return m_unk; }
     // Longest piece in bytes (for llama2.c files: the actual longest, which the header only bounds).
     int32_t max_token_length() const { return m_max_token_length; }
@@ -83,6 +111,8 @@ public:
     // Pieces as spelled in the file they came from (U+2581 for GGUF vocabularies).
     std::string source_piece(int32_t id) const;
     float score(int32_t id) const;  // NaN scores were replaced by -inf on load
+    // Control or unknown, or spelled like an end-of-turn/FIM marker (which llama.cpp treats as control).
+    bool is_control(int32_t id) const;
     token_type type(int32_t id) const;
     // Id of a piece that text can produce (normal/user-defined), or -1.
     int32_t find_piece(std::string_view piece) const;
@@ -103,6 +133,24 @@ private:
     using piece_map = std::unordered_map<std::string, int32_t, string_hash, std::equal_to<>>;
 
     struct merge_scratch;  // reusable buffers of one encode() call
+    struct bpe_state;      // byte-level BPE: compiled pre-tokenizer regexes, merge ranks (tokenizer_bpe.cpp)
+
+    // A stretch of the input: raw text, or one special token found in it.
+    struct fragment {
+        int32_t token;  // -1 for text
+        size_t offset;
+        size_t length;
+    };
+    std::vector<fragment> partition_special(std::string_view text, bool parse_special) const;
+    std::vector<int32_t> encode_fragments(std::string_view text, bool bos, bool eos, bool parse_special) const;
+    // Appends the SentencePiece tokens of one text fragment (dummy prefix included).
+    void encode_spm(std::string_view text, std::vector<int32_t>& out) const;
+    // Appends the byte-level BPE tokens of one text fragment.
+    void encode_bpe(std::string_view text, std::vector<int32_t>& out) const;
+    // Sets up byte-level BPE from a GGUF 'gpt2' vocabulary (pieces, lookup, merges, pre-tokenizer).
+    outcome load_bpe(const embedded_vocab& v, const std::string& source);
+    // Special tokens (control, user-defined, unknown) longest first, as llama.cpp matches them.
+    void collect_specials();
 
     static constexpr std::array<int32_t, 256> no_byte_ids() {
         std::array<int32_t, 256> a{};
@@ -110,6 +158,7 @@ private:
         return a;
     }
 
+    std::string_view spelling(size_t id) const { return m_source_pieces.empty() ? m_pieces[id] : m_source_pieces[id]; }
     // Fills the derived tables (lookup map, byte ids, dummy prefix, merge barriers) from the pieces.
     void finish_load();
     // Merges the initial symbols [first, last) in place; returns the new end.
@@ -129,6 +178,15 @@ private:
     int32_t m_eos = -1;
     int32_t m_unk = -1;
     int32_t m_dummy_prefix = -1;
+    int32_t m_eot = -1;
+    bool m_add_bos = true;
+    bool m_add_eos = false;
+    tokenizer_kind m_kind = tokenizer_kind::sentencepiece;
+    std::string m_pre;
+    std::string m_chat_template;
+    std::vector<int32_t> m_specials;
+    std::vector<uint8_t> m_control;  // per id: see is_control()
+    std::shared_ptr<const bpe_state> m_bpe;
     int32_t m_max_token_length = 0;
     size_t m_max_merge_length = 0;       // longest piece a merge can produce
     bool m_space_marker = false;

@@ -28,6 +28,7 @@ struct device_settings {
 
 struct generate_request {
     std::string prompt = "Once upon a time";
+    bool chat = false;          // wrap the prompt in the model's chat format (tokenizer.chat_template)
     int32_t steps = 256;        // positions in total, BOS and prompt included (llama2.c run semantics)
     float temperature = 0.8f;   // 0: greedy
     float top_p = 0.9f;

@@ -38,6 +38,7 @@ public:
     quint64 seed() const;
     void setMaxSteps(int n);  // the model's context
     bool regenerateOnTuning() const;
+    bool chatFormat() const;  // wrap the prompt in the model's chat format
 
     void setGenerating(bool on);
     void beginOutput(generation_id gen);  // clears the output for a new generation
@@ -74,6 +75,7 @@ private:
     QDoubleSpinBox* m_temp = nullptr;
     QPushButton *m_generate = nullptr, *m_stop = nullptr;
     QCheckBox* m_live = nullptr;
+    QCheckBox* m_chat = nullptr;
     QComboBox* m_color = nullptr;
     TokenLegend* m_legend = nullptr;
     QTextEdit* m_output = nullptr;
