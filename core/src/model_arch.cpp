@@ -35,6 +35,9 @@ const arch_row k_rows[] = {
         r.fused_qkv = true;
         r.fused_gate_up = true;
         r.factors = rope_factor_source::long_short;
+        // The converter writes Phi-3's sliding_window, but llama.cpp runs it with full attention (its
+        // ggml-org/llama.cpp#13676); we follow the oracle.
+        r.swa_from_file = false;
         return r;
     }(),
     [] {  // Gemma 2: GeGLU, scaled embeddings, sandwich norms, soft-capping, alternating sliding window
