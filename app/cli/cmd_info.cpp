@@ -27,6 +27,8 @@ int run_info(const info_opts& o) {
         nlohmann::json j;
         j["path"] = m.path;
         j["format"] = m.format;
+        j["architecture"] = m.arch.name;
+        j["architecture_features"] = arch_summary(m.arch);
         j["name"] = m.name;
         j["file_bytes"] = m.file_bytes;
         j["hparams"] = {{"dim", hp.dim}, {"hidden_dim", hp.hidden_dim}, {"n_layers", hp.n_layers},
@@ -56,6 +58,7 @@ int run_info(const info_opts& o) {
     auto pct = [&](uint64_t x) { return b.total() ? 100.0 * static_cast<double>(x) / static_cast<double>(b.total()) : 0.0; };
     std::printf("model      %s\nformat     %s%s%s\n", m.path.c_str(), m.format.c_str(), m.name.empty() ? "" : ", name ",
                 m.name.c_str());
+    std::printf("arch       %s\n", arch_summary(m.arch).c_str());
     std::printf("shape      dim %d, hidden %d, layers %d, heads %d (kv %d, head dim %d), vocab %d, context %d\n", hp.dim,
                 hp.hidden_dim, hp.n_layers, hp.n_heads, hp.n_kv_heads, hp.head_dim(), hp.vocab_size, hp.seq_len);
     std::printf("rope       theta %g over %d dims; rmsnorm eps %g; classifier %s\n", hp.rope_theta, hp.rope_dim,

@@ -10,7 +10,8 @@ namespace sl::cli {
 namespace {
 
 struct synthetic_opts {
-    std::string shape = "llama-1b";
+    std::string shape;  // default: llama-1b, or small with --arch
+    std::string arch = "llama";
     std::string type = "f32";
     std::string out;
     int32_t vocab = 0;
@@ -29,8 +30,11 @@ dtype parse_type(const std::string& s) {
 
 int run_synthetic(const synthetic_opts& o) {
     synthetic_params sp = synthetic_default_params();
-    sp.path = o.out.empty() ? o.shape + "-" + o.type + ".gguf" : o.out;
-    sp.shape = o.shape;
+    const std::string shape = !o.shape.empty() ? o.shape : o.arch == "llama" ? "llama-1b" : "small";
+    const std::string stem = o.arch == "llama" ? shape : o.arch + "-" + shape;
+    sp.path = o.out.empty() ? stem + "-" + o.type + ".gguf" : o.out;
+    sp.shape = shape;
+    sp.arch = o.arch;
     sp.type = parse_type(o.type);
     sp.vocab = o.vocab;
     sp.seed = o.seed;
@@ -43,11 +47,11 @@ int run_synthetic(const synthetic_opts& o) {
     const synthetic_summary s = take(synthetic_write(sp));
     if (show_progress) std::fprintf(stderr, "\n");
     if (o.json) {
-        print_json({{"path", s.path}, {"shape", o.shape}, {"type", o.type}, {"n_tensors", s.n_tensors},
+        print_json({{"path", s.path}, {"shape", shape}, {"arch", o.arch}, {"type", o.type}, {"n_tensors", s.n_tensors},
                     {"file_bytes", s.file_bytes}, {"dim", s.hp.dim}, {"hidden_dim", s.hp.hidden_dim},
                     {"n_layers", s.hp.n_layers}, {"vocab_size", s.hp.vocab_size}});
     } else {
-        std::printf("wrote %s: %s shape, %s weights, %d tensors, %.2f MiB\n", s.path.c_str(), o.shape.c_str(),
+        std::printf("wrote %s: %s shape, %s weights, %d tensors, %.2f MiB\n", s.path.c_str(), stem.c_str(),
                     o.type.c_str(), s.n_tensors, static_cast<double>(s.file_bytes) / (1 << 20));
     }
     return 0;
@@ -61,6 +65,8 @@ void register_make_synthetic(CLI::App& app, command_fn& run) {
     std::string shapes;
     for (const std::string& s : synthetic_shape_names()) shapes += (shapes.empty() ? "" : ", ") + s;
     c->add_option("--shape", o->shape, "Shape: " + shapes)->check(CLI::IsMember(synthetic_shape_names()));
+    c->add_option("--arch", o->arch, "Architecture: " + synthetic_arch_names_text() + " (default llama; others default to --shape small)")
+        ->check(CLI::IsMember(synthetic_arch_names()));
     c->add_option("--type", o->type, "Weight type: f32, f16, bf16, q8_0, q4_0");
     c->add_option("-o,--out", o->out, "Output file (default: SHAPE-TYPE.gguf)");
     c->add_option("--vocab", o->vocab, "Vocabulary size override (0: the shape's default)")->check(CLI::NonNegativeNumber);

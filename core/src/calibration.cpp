@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "glu_act.h"
 #include "calibration_internal.h"
 #include "sparselens/core/text_format.h"
 #include "sparselens/core/context.h"
@@ -34,7 +35,6 @@ int32_t fraction_count(float fraction, int32_t n) {
     return std::clamp(static_cast<int32_t>(std::lround(static_cast<double>(fraction) * n)), 1, n);
 }
 
-inline float silu(float g) { return g / (1.0f + std::exp(-g)); }
 
 // Accumulators of one layer (double sums, converted once at the end).
 struct layer_acc {
@@ -52,8 +52,9 @@ struct layer_acc {
 
 class calibration_observer final : public activation_observer {
 public:
-    calibration_observer(const model_hparams& hp, int32_t n_ctx, int32_t octave_bits, int64_t n_tokens, bool buffer_gate)
-        : m_dim(hp.dim), m_hidden(hp.hidden_dim), m_n_ctx(n_ctx), m_n_tokens(n_tokens) {
+    calibration_observer(const model_hparams& hp, glu_activation act, int32_t n_ctx, int32_t octave_bits, int64_t n_tokens,
+                         bool buffer_gate)
+        : m_act(act), m_dim(hp.dim), m_hidden(hp.hidden_dim), m_n_ctx(n_ctx), m_n_tokens(n_tokens) {
         const size_t dim = static_cast<size_t>(hp.dim), hidden = static_cast<size_t>(hp.hidden_dim);
         m_layers.resize(static_cast<size_t>(hp.n_layers));
         for (layer_acc& a : m_layers) {
@@ -190,7 +191,7 @@ private:
         float* act = m_scratch.data();
         size_t n_pos = 0, n_neg = 0;
         for (int32_t j = 0; j < m_hidden; ++j) {
-            act[j] = std::fabs(silu(row[j]));
+            act[j] = glu_act_abs(m_act, row[j]);
             a.sum_abs_gate[static_cast<size_t>(j)] += act[j];
             // Split by sign bit: m_sel collects positives from the front, negatives from the back.
             if (std::signbit(row[j])) m_sel[static_cast<size_t>(m_hidden) - 1 - n_neg++] = -row[j];
@@ -281,11 +282,12 @@ private:
         float* act = m_sel.data();  // score_row() uses m_scratch
         for (int32_t t = 0; t < n; ++t) {
             const float* row = data + static_cast<size_t>(t) * m_hidden;
-            for (int32_t j = 0; j < m_hidden; ++j) act[j] = std::fabs(silu(row[j]));
+            for (int32_t j = 0; j < m_hidden; ++j) act[j] = glu_act_abs(m_act, row[j]);
             score_row(m_layers[static_cast<size_t>(layer)], m_chess_scale[static_cast<size_t>(layer)], act);
         }
     }
 
+    glu_activation m_act;
     int32_t m_dim, m_hidden, m_n_ctx;
     int64_t m_n_tokens;
     int32_t m_window = 0;
@@ -396,7 +398,7 @@ result<calibration> calibrate(const model& m, std::span<const int32_t> tokens, c
     const uint64_t buffer_bytes = static_cast<uint64_t>(hp.n_layers) * static_cast<uint64_t>(n_tokens) *
                                   static_cast<uint64_t>(hp.hidden_dim) * sizeof(float);
     const bool buffered = params.chess_buffer_bytes > 0 && buffer_bytes <= static_cast<uint64_t>(params.chess_buffer_bytes);
-    calibration_observer obs(hp, n_ctx, params.hist_octave_bits, n_tokens, buffered);
+    calibration_observer obs(hp, m.arch.act, n_ctx, params.hist_octave_bits, n_tokens, buffered);
     ctx->set_observer(&obs);
 
     const int64_t total_steps = buffered ? n_windows : 2 * n_windows;
@@ -430,6 +432,7 @@ result<calibration> calibrate(const model& m, std::span<const int32_t> tokens, c
     cal.model = calibration_fingerprint_of(m);
     cal.n_ctx = n_ctx;
     cal.bos_id = params.bos_id;
+    cal.act = m.arch.act;
     cal.hist_octave_bits = params.hist_octave_bits;
     cal.n_tokens = n_tokens;
     cal.n_windows = static_cast<int32_t>(n_windows);

@@ -158,6 +158,12 @@ calibration parse(const json& h, std::span<const uint8_t> payload) {
 
     cal.n_ctx = reader::get<int32_t>(h, "n_ctx");
     cal.bos_id = reader::get<int32_t>(h, "bos_id");
+    // Absent in files written before architectures other than Llama's: those are SiLU.
+    if (h.contains("activation")) {
+        const std::string act = reader::get<std::string>(h, "activation");
+        if (act != "silu" && act != "gelu_tanh") throw bad_file{"activation '" + act + "' is not silu or gelu_tanh"};
+        cal.act = act == "silu" ? glu_activation::silu : glu_activation::gelu_tanh;
+    }
     cal.hist_octave_bits = reader::get<int32_t>(h, "hist_octave_bits");
     cal.n_tokens = reader::get<int64_t>(h, "n_tokens");
     cal.n_windows = reader::get<int32_t>(h, "n_windows");
@@ -263,6 +269,7 @@ std::vector<uint8_t> calibration_serialize(const calibration& cal) {
           {"dim", f.dim}, {"hidden_dim", f.hidden_dim}, {"n_layers", f.n_layers}, {"n_heads", f.n_heads},
           {"n_kv_heads", f.n_kv_heads}, {"vocab_size", f.vocab_size}, {"weights_hash", f.weights_hash}}},
         {"n_ctx", cal.n_ctx}, {"bos_id", cal.bos_id}, {"hist_octave_bits", cal.hist_octave_bits},
+        {"activation", cal.act == glu_activation::gelu_tanh ? "gelu_tanh" : "silu"},
         {"n_tokens", cal.n_tokens}, {"n_windows", cal.n_windows}, {"text_hash", cal.text_hash},
         {"created", cal.created}, {"seconds", cal.seconds},
         {"topk_densities", float_list(calibration_topk_densities)},

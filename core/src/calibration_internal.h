@@ -16,8 +16,8 @@ std::vector<float> calibration_down_column_norms(const tensor_view& w_down);
 calibration_fingerprint calibration_fingerprint_of(const model& m);
 
 // |silu(W_gate x)| queries answered from the signed gate pre-activation histograms (see hist_slot).
-double gate_act_density(const layer_calibration& c, float t);
-float gate_act_threshold(const layer_calibration& c, float density);
+double gate_act_density(const layer_calibration& c, float t, glu_activation a);
+float gate_act_threshold(const layer_calibration& c, float density, glu_activation a);
 
 // Neuron indices ordered by decreasing score, ties towards the lower index.
 template <class T>

@@ -39,6 +39,9 @@ void context::set_method(sparsity_method* method) {
     m_method = method;
     m_prompt_open = false;
     m_traits = method ? method->traits() : method_traits{};
+    // The fused kernel computes SwiGLU only; other activations run the same neuron sets through the
+    // unfused output-sparse gate/up and input-sparse down kernels.
+    if (m_model->arch.act != glu_activation::silu) m_traits.fused = false;
     m_layouts.clear();
     m_fused.reset();
     reset_density();

@@ -32,11 +32,11 @@ std::vector<method_entry> basic_method_entries() {
         {"gate", "Gate pruning: dense gate; top-k of |silu(W_g x)| selects up rows and down columns", false,
          [](const method_config& c, const model& m, const calibration*) -> result<std::unique_ptr<sparsity_method>> {
              // MLP density = (1 + 2 keep) / 3
-             return make_gate_pruning(m.hp, clamp01((3.0f * c.density - 1.0f) / 2.0f), false);
+             return make_gate_pruning(m.hp, clamp01((3.0f * c.density - 1.0f) / 2.0f), false, m.arch.act);
          }},
         {"up", "Up pruning: dense up; top-k of |W_u x| selects gate rows and down columns", false,
          [](const method_config& c, const model& m, const calibration*) -> result<std::unique_ptr<sparsity_method>> {
-             return make_gate_pruning(m.hp, clamp01((3.0f * c.density - 1.0f) / 2.0f), true);
+             return make_gate_pruning(m.hp, clamp01((3.0f * c.density - 1.0f) / 2.0f), true, m.arch.act);
          }},
         {"dip", "Dynamic Input Pruning: top-k of |x| selects gate/up input columns, top-k of |GLU~| down columns",
          false,

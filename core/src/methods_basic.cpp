@@ -1,4 +1,5 @@
 // Dense, GLU / gate / up pruning and DIP / DIP-CA: the top-k methods of the DIP paper (sections 3-5).
+#include "glu_act.h"
 #include "methods_internal.h"
 
 #include <algorithm>
@@ -46,8 +47,8 @@ private:
 
 class gate_pruning final : public sparsity_method {
 public:
-    gate_pruning(const model_hparams& hp, float keep, bool up_first)
-        : m_hp(hp), m_k(density_to_k(keep, hp.hidden_dim)), m_up_first(up_first) {}
+    gate_pruning(const model_hparams& hp, float keep, bool up_first, glu_activation act)
+        : m_hp(hp), m_k(density_to_k(keep, hp.hidden_dim)), m_up_first(up_first), m_act(act) {}
     std::string name() const override { return m_up_first ? "up" : "gate"; }
     method_traits traits() const override {
         method_traits t;
@@ -59,7 +60,7 @@ public:
         m_score.resize(first.size());
         for (size_t i = 0; i < first.size(); ++i) {
             const float a = first[i];
-            m_score[i] = m_up_first ? std::fabs(a) : std::fabs(a / (1.0f + std::exp(-a)));  // |up| or |silu(gate)|
+            m_score[i] = m_up_first ? std::fabs(a) : glu_act_abs(m_act, a);  // |up| or |act(gate)|
         }
         top_k_mask(m_score, m_k, m.neurons_post);
     }
@@ -71,6 +72,7 @@ private:
     model_hparams m_hp;
     int64_t m_k;
     bool m_up_first;
+    glu_activation m_act;
     std::vector<float> m_score;
 };
 
@@ -130,8 +132,8 @@ std::unique_ptr<sparsity_method> make_dense_method() { return std::make_unique<d
 std::unique_ptr<sparsity_method> make_glu_pruning(const model_hparams& hp, float keep) {
     return std::make_unique<glu_pruning>(hp, keep);
 }
-std::unique_ptr<sparsity_method> make_gate_pruning(const model_hparams& hp, float keep, bool up_first) {
-    return std::make_unique<gate_pruning>(hp, keep, up_first);
+std::unique_ptr<sparsity_method> make_gate_pruning(const model_hparams& hp, float keep, bool up_first, glu_activation act) {
+    return std::make_unique<gate_pruning>(hp, keep, up_first, act);
 }
 std::unique_ptr<sparsity_method> make_dip(const model_hparams& hp, float d_in, float d_down, float gamma,
                                           bool cache_aware) {

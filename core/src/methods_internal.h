@@ -31,7 +31,8 @@ std::unique_ptr<sparsity_method> make_dense_method();
 std::unique_ptr<sparsity_method> make_glu_pruning(const model_hparams& hp, float keep);
 // Gate (or up, with up_first) pruning: the first matrix is dense; top-k of |silu(gate)| (or |up|)
 // selects rows of the other matrix and columns of down.
-std::unique_ptr<sparsity_method> make_gate_pruning(const model_hparams& hp, float keep, bool up_first);
+std::unique_ptr<sparsity_method> make_gate_pruning(const model_hparams& hp, float keep, bool up_first,
+                                                   glu_activation act);
 // DIP / DIP-CA: top-k of |x| (re-weighted by cache state when gamma < 1) selects gate/up input columns,
 // top-k of the resulting |GLU~| (re-weighted likewise) selects down columns.
 std::unique_ptr<sparsity_method> make_dip(const model_hparams& hp, float d_in, float d_down, float gamma,

@@ -6,6 +6,7 @@
 #include <iterator>
 #include <string>
 
+#include "glu_act.h"
 #include "methods_threshold_internal.h"
 
 namespace sl {
@@ -74,7 +75,8 @@ namespace {
 // |silu(gate_i)| reaches the layer's threshold, calibrated so that a `keep` share of entries pass.
 class cats_method final : public sparsity_method {
 public:
-    cats_method(std::vector<float> keep, std::vector<float> t) : m_keep(std::move(keep)), m_t(std::move(t)) {}
+    cats_method(std::vector<float> keep, std::vector<float> t, glu_activation act)
+        : m_keep(std::move(keep)), m_t(std::move(t)), m_act(act) {}
     std::string name() const override { return "cats"; }
     method_traits traits() const override {
         method_traits tr;
@@ -89,7 +91,7 @@ public:
             return;
         }
         m_score.resize(first.size());
-        for (size_t i = 0; i < first.size(); ++i) m_score[i] = silu_abs(first[i]);
+        for (size_t i = 0; i < first.size(); ++i) m_score[i] = glu_act_abs(m_act, first[i]);
         threshold_mask(m_score, m_t[l], m.neurons_post);
     }
     std::vector<std::pair<std::string, std::vector<float>>> per_layer_values() const override {
@@ -98,6 +100,7 @@ public:
 
 private:
     std::vector<float> m_keep, m_t;
+    glu_activation m_act;
     std::vector<float> m_score;
 };
 
@@ -107,8 +110,9 @@ private:
 class chess_method final : public sparsity_method {
 public:
     chess_method(std::vector<float> keep, std::vector<float> score_t, std::vector<std::vector<float>> channel_t,
-                 bool attention, float attn_keep, std::vector<float> q_t, std::vector<float> o_t)
-        : m_keep(std::move(keep)),
+                 bool attention, float attn_keep, std::vector<float> q_t, std::vector<float> o_t, glu_activation act)
+        : m_act(act),
+          m_keep(std::move(keep)),
           m_score_t(std::move(score_t)),
           m_channel_t(std::move(channel_t)),
           m_attention(attention),
@@ -136,7 +140,7 @@ public:
             return;
         }
         m_score.resize(first.size());
-        for (size_t i = 0; i < first.size(); ++i) m_score[i] = silu_abs(first[i]);
+        for (size_t i = 0; i < first.size(); ++i) m_score[i] = glu_act_abs(m_act, first[i]);
         channel_threshold_mask(m_score, m_channel_t[l], m.neurons_post);
     }
     // The channel thresholds are T_l / E|a_up_i| with E|a_up| from the calibration, so T_l pins them down.
@@ -159,6 +163,7 @@ private:
             threshold_mask_strict(x, t, out);
     }
 
+    glu_activation m_act;
     std::vector<float> m_keep;
     std::vector<float> m_score_t;  // T_l (eq. 9)
     std::vector<std::vector<float>> m_channel_t;
@@ -174,8 +179,7 @@ std::unique_ptr<sparsity_method> make_cats(const model& m, const calibration& ca
     std::vector<float> t(keep.size());
     for (size_t l = 0; l < keep.size(); ++l)
         t[l] = cal.threshold_for_density(static_cast<int32_t>(l), site::gate_act, keep[l]);
-    (void)m;
-    return std::make_unique<cats_method>(keep, std::move(t));
+    return std::make_unique<cats_method>(keep, std::move(t), m.arch.act);
 }
 
 std::unique_ptr<sparsity_method> make_chess(const model& m, const calibration& cal, const std::vector<float>& keep,
@@ -193,7 +197,7 @@ std::unique_ptr<sparsity_method> make_chess(const model& m, const calibration& c
         }
     }
     return std::make_unique<chess_method>(keep, std::move(score_t), std::move(channel_t), attention, attn_keep,
-                                          std::move(q_t), std::move(o_t));
+                                          std::move(q_t), std::move(o_t), m.arch.act);
 }
 
 namespace {

@@ -35,6 +35,8 @@ const arch_row k_rows[] = {
         r.fused_qkv = true;
         r.fused_gate_up = true;
         r.factors = rope_factor_source::long_short;
+        // The converter writes Phi-3's sliding_window, but llama.cpp runs it with full attention (its
+        // ggml-org/llama.cpp#13676); we follow the oracle (swa_from_file stays false).
         return r;
     }(),
     [] {  // Gemma 2: GeGLU, scaled embeddings, sandwich norms, soft-capping, alternating sliding window
@@ -47,6 +49,7 @@ const arch_row k_rows[] = {
         r.final_softcap = 30.0f;
         r.swa_window = 4096;
         r.swa_period = 2;
+        r.swa_from_file = true;
         return r;
     }(),
 };
@@ -57,6 +60,23 @@ const arch_row* find_arch(std::string_view name) {
     for (const arch_row& r : k_rows)
         if (name == r.name) return &r;
     return nullptr;
+}
+
+std::string arch_summary(const arch_features& a) {
+    std::string s = a.name + ": " + (a.act == glu_activation::gelu_tanh ? "GeGLU (tanh)" : "SwiGLU") + ", " +
+                    (a.rope == rope_layout::neox ? "NeoX RoPE" : "pair RoPE");
+    auto add = [&](bool on, const std::string& what) {
+        if (on) s += ", " + what;
+    };
+    add(a.qkv_bias, "q/k/v bias");
+    add(a.qk_norm, "q/k norm");
+    add(a.post_norms, "post-norms");
+    add(a.embd_scale != 1.0f, "embedding scale " + std::to_string(a.embd_scale).substr(0, 5));
+    add(a.attn_softcap > 0.0f, "attention soft-cap " + std::to_string(a.attn_softcap).substr(0, 4));
+    add(a.final_softcap > 0.0f, "final soft-cap " + std::to_string(a.final_softcap).substr(0, 4));
+    add(a.swa_window > 0, "sliding window " + std::to_string(a.swa_window) +
+                              (a.swa_period > 1 ? " (" + std::to_string(a.swa_period - 1) + " of " + std::to_string(a.swa_period) + " layers)" : ""));
+    return s;
 }
 
 std::string supported_arch_list() {

@@ -51,6 +51,7 @@ struct arch_row {
     float final_softcap = 0.0f;  // ... <arch>.final_logit_softcapping
     int32_t swa_window = 0;      // ... <arch>.attention.sliding_window (0 = no sliding window)
     int32_t swa_period = 1;      // ... <arch>.attention.sliding_window_pattern
+    bool swa_from_file = false;  // whether the file's sliding_window key is honoured (llama.cpp: Gemma-2 only here)
     rope_factor_source factors = rope_factor_source::none;
     layer_tensor_names names{};
 };

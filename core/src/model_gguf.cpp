@@ -198,7 +198,7 @@ outcome read_hparams(gguf_model_builder& b, const gguf_file& g, const arch_row& 
     }
     auto swa = b.int_key(pre + "attention.sliding_window", int64_t{row.swa_window}, 0, k_max_seq_len);
     if (!swa) return swa.err();
-    a.swa_window = static_cast<int32_t>(*swa);
+    a.swa_window = row.swa_from_file ? static_cast<int32_t>(*swa) : 0;
     auto period = b.int_key(pre + "attention.sliding_window_pattern", int64_t{row.swa_period}, 1, k_max_layers);
     if (!period) return period.err();
     a.swa_period = static_cast<int32_t>(*period);

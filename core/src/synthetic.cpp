@@ -1,4 +1,5 @@
-// Synthetic llama GGUF writer: deterministic random weights streamed row by row, plus a minimal vocabulary.
+// Synthetic GGUF writer (llama, llama3, qwen2, qwen3, phi3, gemma2): deterministic random weights streamed
+// row by row, metadata as llama.cpp's converter writes it, plus a minimal vocabulary.
 #include "sparselens/core/synthetic.h"
 
 #include <algorithm>
@@ -39,6 +40,7 @@ model_hparams make_hp(int32_t dim, int32_t hidden, int32_t layers, int32_t heads
 const std::vector<shape_row>& shapes() {
     static const std::vector<shape_row> rows = {
         {"tiny", make_hp(64, 172, 5, 8, 4, 512, 512, 10000.0f), true},
+        {"small", make_hp(256, 768, 4, 4, 2, 512, 4096, 10000.0f), true},
         {"llama-1b", make_hp(2048, 8192, 16, 32, 8, 32000, 2048, 500000.0f), true},
         {"llama-8b-layer", make_hp(4096, 14336, 1, 32, 8, 32000, 8192, 500000.0f), false},
         {"llama-8b-4layer", make_hp(4096, 14336, 4, 32, 8, 32000, 8192, 500000.0f), false},
@@ -51,6 +53,51 @@ const shape_row* find_shape(const std::string& name) {
     for (const auto& s : shapes())
         if (name == s.name) return &s;
     return nullptr;
+}
+
+// What each --arch writes beyond the plain llama tensors; keys and tensor names as llama.cpp's converter
+// (convert_hf_to_gguf.py) writes them for that model family.
+struct synth_arch {
+    const char* name;       // --arch
+    const char* gguf_arch;  // general.architecture and key prefix
+    float theta = 0.0f;     // 0: the shape's
+    int tied = -1;          // -1: the shape's; 0/1 forced (Gemma-2 has no output.weight)
+    bool rope_freqs = false, qkv_bias = false, qk_norm = false, fused = false, post_norms = false, gemma = false;
+};
+
+const synth_arch k_synth_archs[] = {
+    {"llama", "llama"},
+    {"llama3", "llama", 500000.0f, 0, true},
+    {"qwen2", "qwen2", 1000000.0f, 1, false, true},
+    {"qwen3", "qwen3", 1000000.0f, 1, false, false, true},
+    {"phi3", "phi3", 10000.0f, 0, false, false, false, true},
+    {"gemma2", "gemma2", 10000.0f, 1, false, false, false, false, true, true},
+};
+
+const synth_arch* find_synth_arch(const std::string& name) {
+    for (const synth_arch& a : k_synth_archs)
+        if (name == a.name) return &a;
+    return nullptr;
+}
+
+// Llama-3.x "llama3" RoPE scaling as the converter bakes it into rope_freqs.weight (factor 32, low/high
+// frequency factors 1 and 4, original context 8192): 1 for high frequencies, 32 for low, smooth between.
+std::vector<float> llama3_rope_factors(const model_hparams& hp) {
+    constexpr double factor = 32.0, low = 1.0, high = 4.0, orig = 8192.0, pi = 3.14159265358979323846;
+    std::vector<float> f;
+    for (int32_t j = 0; j < hp.rope_dim / 2; ++j) {
+        const double freq = 1.0 / std::pow(static_cast<double>(hp.rope_theta), 2.0 * j / hp.rope_dim);
+        const double wavelen = 2.0 * pi / freq;
+        if (wavelen < orig / high) {
+            f.push_back(1.0f);
+        } else if (wavelen > orig / low) {
+            f.push_back(static_cast<float>(factor));
+        } else {
+            const double smooth = (orig / wavelen - low) / (high - low);
+            f.push_back(static_cast<float>(1.0 / ((1.0 - smooth) / factor + smooth)));
+        }
+    }
+    return f;
 }
 
 constexpr int32_t k_min_vocab = 3 + 256 + 1;  // specials, byte tokens, at least one piece
@@ -99,6 +146,20 @@ gguf_writer::fill_fn matrix_fill(uint64_t seed, int64_t rows, int64_t cols, dtyp
     };
 }
 
+// 1 + N(0, jitter^2): norm weights that are not all equal, so a norm applied in the wrong place shows.
+gguf_writer::fill_fn vector_fill(uint64_t seed, int64_t n, float center, float jitter) {
+    return [=](gguf_sink& sink) -> outcome {
+        uint64_t state = seed;
+        std::vector<float> v(static_cast<size_t>(n));
+        for (auto& x : v) x = center + jitter * approx_normal(state);
+        return sink.write(v.data(), v.size() * sizeof(float));
+    };
+}
+
+gguf_writer::fill_fn values_fill(std::vector<float> v) {
+    return [v = std::move(v)](gguf_sink& sink) -> outcome { return sink.write(v.data(), v.size() * sizeof(float)); };
+}
+
 gguf_writer::fill_fn ones_fill(int64_t n) {
     return [n](gguf_sink& sink) -> outcome {
         const std::vector<float> ones(static_cast<size_t>(n), 1.0f);
@@ -106,8 +167,10 @@ gguf_writer::fill_fn ones_fill(int64_t n) {
     };
 }
 
-// <unk>, <s>, </s>, <0x00>..<0xFF>, then "▁x"/"x" letter pieces of growing length until `n` tokens.
-void add_vocab(gguf_writer& w, int32_t n) {
+// <unk>, <s>, </s>, <0x00>..<0xFF>, then "▁x"/"x" letter pieces of growing length until `n` tokens, the
+// last of them replaced by `specials` (control tokens, as Phi-3's <|endoftext|> after its SentencePiece
+// pieces; llama.cpp requires that one in a model named phi3).
+void add_vocab(gguf_writer& w, int32_t n, const std::vector<std::string>& specials = {}) {
     std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
     std::vector<float> scores = {0.0f, 0.0f, 0.0f};
     std::vector<int32_t> types = {2, 3, 3};
@@ -137,6 +200,12 @@ void add_vocab(gguf_writer& w, int32_t n) {
         for (const auto& p : next) push(p);
         level = std::move(next);
     }
+    for (size_t i = 0; i < specials.size() && specials.size() < tokens.size(); ++i) {
+        const size_t at = tokens.size() - specials.size() + i;
+        tokens[at] = specials[i];
+        scores[at] = 0.0f;
+        types[at] = 3;
+    }
     w.set("tokenizer.ggml.model", gguf_value::string("llama"));
     w.set("tokenizer.ggml.tokens", gguf_value::string_array(std::move(tokens)));
     w.set("tokenizer.ggml.scores", gguf_value::array(scores));
@@ -163,6 +232,18 @@ uint32_t llama_file_type(dtype t) {
 
 synthetic_params synthetic_default_params() { return synthetic_params{}; }
 
+std::vector<std::string> synthetic_arch_names() {
+    std::vector<std::string> names;
+    for (const synth_arch& a : k_synth_archs) names.emplace_back(a.name);
+    return names;
+}
+
+std::string synthetic_arch_names_text() {
+    std::string out;
+    for (const std::string& n : synthetic_arch_names()) out += (out.empty() ? "" : ", ") + n;
+    return out;
+}
+
 std::vector<std::string> synthetic_shape_names() {
     std::vector<std::string> names;
     for (const auto& s : shapes()) names.emplace_back(s.name);
@@ -188,52 +269,88 @@ result<model_hparams> synthetic_shape(const std::string& shape, int32_t vocab) {
 
 result<synthetic_summary> synthetic_write(const synthetic_params& p) {
     if (p.path.empty()) return error{"synthetic: no output path given"};
+    const synth_arch* a = find_synth_arch(p.arch);
+    if (!a) return error{p.path + ": synthetic: unknown architecture '" + p.arch + "' (known: " + synthetic_arch_names_text() + ")"};
     auto hpr = synthetic_shape(p.shape, p.vocab);
     if (!hpr) return error{p.path + ": " + hpr.message()};
-    const model_hparams hp = *hpr;
-    const bool tied = find_shape(p.shape)->tied;
+    model_hparams hp = *hpr;
+    if (a->theta > 0.0f) hp.rope_theta = a->theta;
+    const bool tied = a->tied < 0 ? find_shape(p.shape)->tied : a->tied == 1;
+    const bool plain = std::string(a->name) == "llama";  // byte-identical to the files before --arch existed
+    const std::string k = std::string(a->gguf_arch) + ".";
 
     gguf_writer w;
-    w.set_str("general.architecture", "llama");
-    w.set_str("general.name", "synthetic-" + p.shape);
+    w.set_str("general.architecture", a->gguf_arch);
+    w.set_str("general.name", "synthetic-" + (plain ? "" : std::string(a->name) + "-") + p.shape);
     w.set_u32("general.file_type", llama_file_type(p.type));
     if (p.type == dtype::q8_0 || p.type == dtype::q4_0) w.set_u32("general.quantization_version", 2);
     w.set("sparselens.synthetic.seed", gguf_value::scalar<uint64_t>(p.seed));
-    w.set_u32("llama.context_length", static_cast<uint32_t>(hp.seq_len));
-    w.set_u32("llama.embedding_length", static_cast<uint32_t>(hp.dim));
-    w.set_u32("llama.block_count", static_cast<uint32_t>(hp.n_layers));
-    w.set_u32("llama.feed_forward_length", static_cast<uint32_t>(hp.hidden_dim));
-    w.set_u32("llama.attention.head_count", static_cast<uint32_t>(hp.n_heads));
-    w.set_u32("llama.attention.head_count_kv", static_cast<uint32_t>(hp.n_kv_heads));
-    w.set_u32("llama.rope.dimension_count", static_cast<uint32_t>(hp.rope_dim));
-    w.set_f32("llama.attention.layer_norm_rms_epsilon", hp.norm_eps);
-    w.set_f32("llama.rope.freq_base", hp.rope_theta);
-    w.set_u32("llama.vocab_size", static_cast<uint32_t>(hp.vocab_size));
-    add_vocab(w, hp.vocab_size);
+    w.set_u32(k + "context_length", static_cast<uint32_t>(hp.seq_len));
+    w.set_u32(k + "embedding_length", static_cast<uint32_t>(hp.dim));
+    w.set_u32(k + "block_count", static_cast<uint32_t>(hp.n_layers));
+    w.set_u32(k + "feed_forward_length", static_cast<uint32_t>(hp.hidden_dim));
+    w.set_u32(k + "attention.head_count", static_cast<uint32_t>(hp.n_heads));
+    w.set_u32(k + "attention.head_count_kv", static_cast<uint32_t>(hp.n_kv_heads));
+    w.set_u32(k + "rope.dimension_count", static_cast<uint32_t>(hp.rope_dim));
+    w.set_f32(k + "attention.layer_norm_rms_epsilon", a->gemma ? 1e-6f : hp.norm_eps);
+    w.set_f32(k + "rope.freq_base", hp.rope_theta);
+    if (plain || a->rope_freqs) w.set_u32(k + "vocab_size", static_cast<uint32_t>(hp.vocab_size));
+    if (a->qk_norm || a->gemma) {
+        w.set_u32(k + "attention.key_length", static_cast<uint32_t>(hp.head_dim()));
+        w.set_u32(k + "attention.value_length", static_cast<uint32_t>(hp.head_dim()));
+    }
+    if (a->fused) {
+        // Phi-3's converter writes its sliding window and longrope metadata; llama.cpp ignores the window.
+        w.set_u32(k + "rope.scaling.original_context_length", static_cast<uint32_t>(hp.seq_len));
+        w.set_f32(k + "rope.scaling.attn_factor", 1.1902f);
+        w.set_u32(k + "attention.sliding_window", 2047);
+    }
+    if (a->gemma) {
+        // Caps and window smaller than Gemma-2's (50, 30, 4096) so they bite at test lengths.
+        w.set_f32(k + "attn_logit_softcapping", 10.0f);
+        w.set_f32(k + "final_logit_softcapping", 5.0f);
+        w.set_u32(k + "attention.sliding_window", 16);
+    }
+    add_vocab(w, hp.vocab_size, a->fused ? std::vector<std::string>{"<|endoftext|>", "<|end|>"} : std::vector<std::string>{});
 
     auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) -> outcome {
         const dtype t = cols % dtype_block_elems(p.type) == 0 ? p.type : dtype::f32;
         const float stddev = static_cast<float>(1.0 / std::sqrt(static_cast<double>(cols)));
         return w.add_tensor(name, ggml_from_dtype(t), {cols, rows}, matrix_fill(tensor_seed(p.seed, name), rows, cols, t, stddev));
     };
-    auto norm = [&](const std::string& name) {
-        return w.add_tensor(name, ggml_type_id::f32, {hp.dim}, ones_fill(hp.dim));
+    auto vec = [&](const std::string& name, int64_t n, float center, float jitter) {
+        return w.add_tensor(name, ggml_type_id::f32, {n}, vector_fill(tensor_seed(p.seed, name), n, center, jitter));
     };
-    const int64_t d = hp.dim, kvd = hp.kv_dim(), h = hp.hidden_dim;
+    auto norm = [&](const std::string& name, int64_t n) {
+        return plain ? w.add_tensor(name, ggml_type_id::f32, {n}, ones_fill(n)) : vec(name, n, 1.0f, 0.1f);
+    };
+    const int64_t d = hp.dim, kvd = hp.kv_dim(), h = hp.hidden_dim, hd = hp.head_dim();
     outcome o = matrix("token_embd.weight", hp.vocab_size, d);
-    if (o) o = norm("output_norm.weight");
+    if (o) o = norm("output_norm.weight", d);
     if (o && !tied) o = matrix("output.weight", hp.vocab_size, d);
+    if (o && a->rope_freqs)
+        o = w.add_tensor("rope_freqs.weight", ggml_type_id::f32, {hp.rope_dim / 2}, values_fill(llama3_rope_factors(hp)));
+    if (o && a->fused) o = vec("rope_factors_long.weight", hp.rope_dim / 2, 4.0f, 0.5f);
+    if (o && a->fused) o = vec("rope_factors_short.weight", hp.rope_dim / 2, 1.2f, 0.1f);
     for (int32_t l = 0; o && l < hp.n_layers; ++l) {
         const std::string b = "blk." + std::to_string(l) + ".";
-        if (o) o = norm(b + "attn_norm.weight");
-        if (o) o = matrix(b + "attn_q.weight", d, d);
-        if (o) o = matrix(b + "attn_k.weight", kvd, d);
-        if (o) o = matrix(b + "attn_v.weight", kvd, d);
+        if (o) o = norm(b + "attn_norm.weight", d);
+        if (o && a->fused) o = matrix(b + "attn_qkv.weight", d + 2 * kvd, d);
+        if (o && !a->fused) o = matrix(b + "attn_q.weight", d, d);
+        if (o && !a->fused) o = matrix(b + "attn_k.weight", kvd, d);
+        if (o && !a->fused) o = matrix(b + "attn_v.weight", kvd, d);
+        if (o && a->qkv_bias) o = vec(b + "attn_q.bias", d, 0.0f, 0.5f);
+        if (o && a->qkv_bias) o = vec(b + "attn_k.bias", kvd, 0.0f, 0.5f);
+        if (o && a->qkv_bias) o = vec(b + "attn_v.bias", kvd, 0.0f, 0.5f);
+        if (o && a->qk_norm) o = norm(b + "attn_q_norm.weight", hd);
+        if (o && a->qk_norm) o = norm(b + "attn_k_norm.weight", hd);
         if (o) o = matrix(b + "attn_output.weight", d, d);
-        if (o) o = norm(b + "ffn_norm.weight");
-        if (o) o = matrix(b + "ffn_gate.weight", h, d);
+        if (o && a->post_norms) o = norm(b + "post_attention_norm.weight", d);
+        if (o) o = norm(b + "ffn_norm.weight", d);
+        if (o && !a->fused) o = matrix(b + "ffn_gate.weight", h, d);
         if (o) o = matrix(b + "ffn_down.weight", d, h);
-        if (o) o = matrix(b + "ffn_up.weight", h, d);
+        if (o) o = matrix(b + "ffn_up.weight", a->fused ? 2 * h : h, d);
+        if (o && a->post_norms) o = norm(b + "post_ffw_norm.weight", d);
     }
     if (!o) return error{p.path + ": " + o.message()};  // a bug in the tables above, not bad input
 

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <functional>
 
+#include "sparselens/core/synthetic.h"
 #include "sparselens/core/gguf.h"
 #include "sparselens/core/model.h"
 #include "sparselens/kernels/kernels.h"
@@ -398,6 +399,62 @@ TEST(model_load, rejects_unsupported_or_inconsistent_gguf) {
         EXPECT_FALSE(m.cancelled());
         fs::remove(path);
     }
+}
+
+// Each non-Llama row of the architecture table: features read from the file, fused tensors split into views
+// of the right rows, and one-line errors for what that architecture requires.
+TEST(model_load, other_architectures_load_and_reject_broken_files) {
+    auto synth = [](const std::string& arch) {
+        sl::synthetic_params p = sl::synthetic_default_params();
+        p.arch = arch;
+        p.shape = "small";
+        p.path = sl::test::write_temp(arch + "_small.gguf", {});
+        EXPECT_TRUE(sl::synthetic_write(p).ok());
+        return p.path;
+    };
+    const std::string qwen2 = synth("qwen2"), qwen3 = synth("qwen3"), phi3 = synth("phi3"), gemma2 = synth("gemma2");
+    const sl::model p3 = load_ok(phi3);
+    EXPECT_EQ(p3.arch.rope, sl::rope_layout::neox);
+    EXPECT_EQ(p3.arch.swa_window, 0);  // written by the converter, ignored as llama.cpp does
+    EXPECT_NE(p3.rope_factors, nullptr);
+    const sl::layer_weights& l0 = p3.layers[0];
+    EXPECT_EQ(l0.wq.rows, p3.hp.dim);
+    EXPECT_EQ(l0.wk.rows, p3.hp.kv_dim());
+    EXPECT_EQ(static_cast<const uint8_t*>(l0.wv.data), l0.wq.row(p3.hp.dim + p3.hp.kv_dim()));
+    EXPECT_EQ(static_cast<const uint8_t*>(l0.w_up.data), l0.w_gate.row(p3.hp.hidden_dim));
+    const sl::model g2 = load_ok(gemma2);
+    EXPECT_EQ(g2.arch.act, sl::glu_activation::gelu_tanh);
+    EXPECT_FLOAT_EQ(g2.arch.embd_scale, 16.0f);
+    EXPECT_TRUE(g2.arch.layer_slides(0));
+    EXPECT_FALSE(g2.arch.layer_slides(1));
+    EXPECT_TRUE(g2.tied_output);
+    EXPECT_NE(load_ok(qwen2).layers[3].bv, nullptr);
+    EXPECT_NE(load_ok(qwen3).layers[3].k_norm, nullptr);
+
+    auto drop = [](const char* name) {
+        return [=](const sl::gguf_tensor_info& t, const uint8_t*, sl::gguf_writer&) { return t.name == name; };
+    };
+    struct row { std::string file, expected; std::function<void(sl::gguf_writer&)> edit; tensor_hook tensor; };
+    const std::vector<row> rows = {
+        {qwen2, "required tensor 'blk.1.attn_k.bias' is missing", {}, drop("blk.1.attn_k.bias")},
+        {qwen3, "required tensor 'blk.2.attn_q_norm.weight' is missing", {}, drop("blk.2.attn_q_norm.weight")},
+        {qwen3, "head_count 4 is not a multiple of head_count_kv 3",
+         [](sl::gguf_writer& w) { w.set_u32("qwen3.attention.head_count_kv", 3); }, {}},
+        {phi3, "required tensor 'blk.0.attn_qkv.weight' is missing", {}, drop("blk.0.attn_qkv.weight")},
+        {gemma2, "required tensor 'blk.3.post_ffw_norm.weight' is missing", {}, drop("blk.3.post_ffw_norm.weight")},
+        {gemma2, "gemma2.attention.key_length = 256 differs from embedding_length / head_count = 64",
+         [](sl::gguf_writer& w) { w.set_u32("gemma2.attention.key_length", 256); }, {}},
+    };
+    for (const row& r : rows) {
+        const std::string path = rewrite(r.file, "bad_arch.gguf", r.edit, r.tensor);
+        auto m = sl::model_load(path);
+        ASSERT_FALSE(m.ok()) << r.expected;
+        EXPECT_EQ(m.message().rfind(path + ": ", 0), 0u) << m.message();
+        EXPECT_NE(m.message().find(r.expected), std::string::npos) << m.message();
+        EXPECT_EQ(m.message().find('\n'), std::string::npos);
+        fs::remove(path);
+    }
+    for (const std::string& f : {qwen2, qwen3, phi3, gemma2}) fs::remove(f);
 }
 
 TEST(model_load, missing_and_odd_files) {

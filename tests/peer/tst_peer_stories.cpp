@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "peer.h"
+#include "peer_parity.h"
 #include "sparselens/core/context.h"
 #include "sparselens/core/eval.h"
 #include "sparselens/core/model.h"
@@ -89,58 +90,15 @@ TEST(PeerStories, TokenIdsMatchOnHostileStrings) {
     }
 }
 
-struct parity {
-    double kl_mean = 0;
-    double top1 = 0;
-};
-
-// Teacher-forced logits of ours and llama.cpp's on the same tokens: mean KL(llama.cpp || ours), top-1 agreement.
-parity compare_logits(const std::string& path, const std::vector<int32_t>& ids) {
-    const loaded l = load(path);
-    auto ctx = sl::context::create(l.m);
-    EXPECT_TRUE(ctx.ok());
-    const int32_t vocab = l.m.hp.vocab_size;
-    std::vector<float> ours(ids.size() * static_cast<size_t>(vocab));
-    ctx.value().prefill(ids, 0, ours.data());
-
-    const std::string in = write_array("peer_logit_ids.bin", ids);
-    const std::string out = write_temp("peer_logits.bin", {});
-    const run_result r = run_peer("logits '" + path + "' '" + in + "' '" + out + "'");
-    EXPECT_EQ(r.code, 0) << r.err;
-    const std::vector<float> theirs = read_array<float>(out);
-    EXPECT_EQ(theirs.size(), ours.size());
-    parity p;
-    if (theirs.size() != ours.size()) return p;
-    std::vector<float> lp(static_cast<size_t>(vocab)), lq(static_cast<size_t>(vocab));
-    int agree = 0;
-    for (size_t t = 0; t < ids.size(); ++t) {
-        const float* a = theirs.data() + t * vocab;
-        const float* b = ours.data() + t * vocab;
-        sl::log_softmax(a, vocab, lp.data());
-        sl::log_softmax(b, vocab, lq.data());
-        p.kl_mean += sl::kl_divergence(lp.data(), lq.data(), vocab);
-        agree += std::max_element(a, a + vocab) - a == std::max_element(b, b + vocab) - b;
-    }
-    p.kl_mean /= static_cast<double>(ids.size());
-    p.top1 = static_cast<double>(agree) / static_cast<double>(ids.size());
-    return p;
-}
-
 TEST(PeerStories, LogitsMatchForEveryWeightType) {
     const loaded l = load(gguf("F32"));
     std::vector<int32_t> ids = l.tok.encode(shared_text("text/tinystories_sample.txt"), true, false);
     ids.resize(std::min<size_t>(ids.size(), 128));
     ASSERT_GE(ids.size(), 64u);
-    struct row {
-        const char* type;
-        double max_kl;
-    };
-    for (const row& r : {row{"F32", 1e-5}, row{"F16", 1e-5}, row{"Q8_0", 1e-3}, row{"Q4_0", 1e-3}}) {
-        const parity p = compare_logits(gguf(r.type), ids);
-        std::printf("stories260K %-5s  KL(llama.cpp || ours) %.3g  same top token %.1f%%\n", r.type, p.kl_mean, 100 * p.top1);
-        EXPECT_LE(p.kl_mean, r.max_kl) << r.type;
-        EXPECT_GE(p.top1, 0.98) << r.type;
-    }
+    std::vector<parity_row> rows;
+    for (const char* t : {"F32", "F16", "Q8_0", "Q4_0"})
+        rows.push_back({std::string("stories260K ") + t, gguf(t), t[0] == 'F' ? 1e-5 : 1e-3});
+    expect_peer_parity(rows, ids);
 }
 
 }  // namespace

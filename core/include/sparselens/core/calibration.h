@@ -175,6 +175,7 @@ struct calibration {
     // Creation parameters and the text used.
     int32_t n_ctx = 0;
     int32_t bos_id = 1;
+    glu_activation act = glu_activation::silu;  // the model's GLU activation: gate_act is |act(gate)|
     int32_t hist_octave_bits = 7;
     int64_t n_tokens = 0;   // tokens run through the model (n_windows * n_ctx)
     int32_t n_windows = 0;

@@ -54,6 +54,9 @@ struct arch_features {
     bool layer_slides(int32_t l) const { return swa_window > 0 && (swa_period <= 1 || l % swa_period < swa_period - 1); }
 };
 
+// "gemma2: GeGLU (tanh), NeoX RoPE, post-norms, ..." for `info` and the model card.
+std::string arch_summary(const arch_features& a);
+
 struct layer_weights {
     const float* attn_norm = nullptr;  // [dim]
     tensor_view wq, wk, wv, wo;        // [dim, dim], [kv_dim, dim] x2, [dim, dim]; views into attn_qkv when fused

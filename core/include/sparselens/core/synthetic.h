@@ -1,4 +1,5 @@
-// Synthetic llama-architecture GGUF models with random weights, for benchmarks at real-model shapes.
+// Synthetic GGUF models with random weights (llama, llama3, qwen2, qwen3, phi3, gemma2), for benchmarks at
+// real-model shapes and for parity tests against llama.cpp.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +15,8 @@ namespace sl {
 struct synthetic_params {
     std::string path;            // output .gguf (written via path + ".partial", then renamed)
     std::string shape = "tiny";  // one of synthetic_shape_names()
+    std::string arch = "llama";  // one of synthetic_arch_names(); "llama" writes the same bytes as before
+                                 // architectures existed, the others jitter norm weights around 1
     dtype type = dtype::f32;     // weight matrices incl. token_embd; norms are always F32. A matrix whose
                                  // row length is not a multiple of 32 falls back to F32 for q8_0/q4_0.
     int32_t vocab = 0;           // 0: the shape's default vocabulary size
@@ -25,6 +28,7 @@ synthetic_params synthetic_default_params();
 
 // Shapes:
 //   tiny            dim 64,   hidden 172,   5 layers,  8/4 heads, vocab 512,   ctx 512,  theta 1e4, tied output
+//   small           dim 256,  hidden 768,   4 layers,  4/2 heads, vocab 512,   ctx 4096, theta 1e4 (per arch)
 //   llama-1b        dim 2048, hidden 8192,  16 layers, 32/8 heads, vocab 32000, ctx 2048, theta 5e5, tied output
 //                   (Llama-3.2-1B; its real vocabulary is 128256 -- pass vocab = 128256 for the exact shape.
 //                   The 32000 default keeps the file at ~4.2 GB in f32 instead of ~5 GB, and the
@@ -34,6 +38,12 @@ synthetic_params synthetic_default_params();
 //   small-512       dim 512,  hidden 1536,  4 layers,  8/4 heads, vocab 1024,  ctx 512,  theta 1e4, untied
 //                   (every row a multiple of 256: llama.cpp quantizes it to K-quants without fallbacks)
 std::vector<std::string> synthetic_shape_names();
+
+// Architectures: llama (plain), llama3 (rope_freqs.weight from llama3 scaling, untied), qwen2 (q/k/v biases),
+// qwen3 (q/k norms), phi3 (fused attn_qkv and gate||up ffn_up, long/short RoPE factors), gemma2 (GeGLU,
+// post-norms, soft-caps 10/5, sliding window 16 on even layers, no output.weight).
+std::vector<std::string> synthetic_arch_names();
+std::string synthetic_arch_names_text();  // comma-separated, for messages
 
 // Hyper-parameters of a named shape (vocab override applied when > 0).
 result<model_hparams> synthetic_shape(const std::string& shape, int32_t vocab = 0);

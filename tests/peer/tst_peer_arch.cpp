@@ -1,0 +1,70 @@
+// Every architecture against llama.cpp: random-weight GGUFs of each (our writer, F32/F16) and llama.cpp's
+// own Q8_0/Q4_0 quantizations of them, teacher-forced logits over 96 positions compared row by row.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "peer_parity.h"
+#include "sparselens/core/synthetic.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace sl::test;
+
+std::string temp_gguf(const std::string& name) {
+    return (fs::temp_directory_path() / ("sparselens_peer_arch_" + std::to_string(::getpid()) + "_" + name + ".gguf")).string();
+}
+
+// BOS, then a fixed pseudo-random walk over the vocabulary (teacher forcing needs no meaningful text).
+std::vector<int32_t> token_ids(int32_t vocab, size_t n) {
+    std::vector<int32_t> ids = {1};
+    uint64_t s = 12345;
+    while (ids.size() < n) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        ids.push_back(3 + static_cast<int32_t>((s >> 33) % static_cast<uint64_t>(vocab - 3)));
+    }
+    return ids;
+}
+
+void check_arch(const std::string& arch) {
+    std::vector<std::string> files;
+    auto write = [&](sl::dtype t, const char* tag) {
+        sl::synthetic_params p = sl::synthetic_default_params();
+        p.arch = arch;
+        p.shape = "small";
+        p.type = t;
+        p.path = temp_gguf(arch + "-" + tag);
+        auto s = sl::synthetic_write(p);
+        EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.message());
+        files.push_back(p.path);
+        return p.path;
+    };
+    const std::string f32 = write(sl::dtype::f32, "F32");
+    const std::string f16 = write(sl::dtype::f16, "F16");
+    std::vector<parity_row> rows = {{arch + " F32", f32, 1e-5}, {arch + " F16", f16, 1e-5}};
+    // Quantized rows: our Q8_0/Q4_0 arithmetic differs from ggml's by a type-independent KL of a few 1e-4
+    // (stories260K shows 4.5e-4 too), and random weights give near-tied top tokens at a few percent of
+    // positions, so top-1 agreement is 93.75-100% here where trained models reach 99%+. Bound at 0.92 until the
+    // quantized kernels match ggml's rounding; F32/F16 keep 0.98.
+    for (const char* q : {"Q8_0", "Q4_0"}) {
+        const std::string out = temp_gguf(arch + "-" + q);
+        files.push_back(out);
+        if (peer_quantize(f32, out, q)) rows.push_back({arch + " " + q, out, 1e-3, 0.92});
+    }
+    expect_peer_parity(rows, token_ids(512, 96));
+    for (const std::string& f : files) fs::remove(f);
+}
+
+TEST(PeerArch, Llama) { check_arch("llama"); }
+TEST(PeerArch, Llama3) { check_arch("llama3"); }
+TEST(PeerArch, Qwen2) { check_arch("qwen2"); }
+TEST(PeerArch, Qwen3) { check_arch("qwen3"); }
+TEST(PeerArch, Phi3) { check_arch("phi3"); }
+TEST(PeerArch, Gemma2) { check_arch("gemma2"); }
+
+}  // namespace
+
+SL_TEST_MAIN_NEEDS_PEER(false)
