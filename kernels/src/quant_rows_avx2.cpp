@@ -59,7 +59,7 @@ struct int_scales {
 };
 
 template <dtype T>
-constexpr bool k_int_path = T == dtype::q4_k || T == dtype::q6_k;
+constexpr bool k_int_path = T == dtype::q4_k || T == dtype::q5_k || T == dtype::q6_k;
 
 void k4_int_scales(const uint8_t* blk, int_scales& o) {
     o.d = half_at(blk);
@@ -95,8 +95,7 @@ struct decoder<dtype::q4_k> {
 
 template <>
 struct decoder<dtype::q5_k> {
-    static void run(const uint8_t* blk, __m256i* q, float* a, float* b) {
-        k4_scales(blk, a, b);
+    static void values(const uint8_t* blk, __m256i* q) {
         const __m256i m4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
         const __m256i qh = load32(blk + 16);
         SL_UNROLL
@@ -107,6 +106,14 @@ struct decoder<dtype::q5_k> {
             q[2 * c] = _mm256_or_si256(_mm256_and_si256(v, m4), _mm256_slli_epi16(h0, 4));
             q[2 * c + 1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), _mm256_slli_epi16(h1, 4));
         }
+    }
+    static void run_int(const uint8_t* blk, __m256i* q, int_scales& o) {
+        k4_int_scales(blk, o);
+        values(blk, q);
+    }
+    static void run(const uint8_t* blk, __m256i* q, float* a, float* b) {
+        k4_scales(blk, a, b);
+        values(blk, q);
     }
 };
 
