@@ -49,10 +49,32 @@ void k4_scales(const uint8_t* blk, float* a, float* b) {
     }
 }
 
+// Integer scales of a super-block: sc per 16 elements (int16), m per 32 (Q4_K minimum), and the
+// fp16 factors d, dmin. With Q8_K activations (one scale per 256) the whole super-block is then one
+// exact integer sum, converted to f32 once, as ggml does.
+struct int_scales {
+    int16_t sc[16];
+    int16_t m[8];
+    float d, dmin;
+};
+
+template <dtype T>
+constexpr bool k_int_path = T == dtype::q4_k || T == dtype::q5_k || T == dtype::q6_k;
+
+void k4_int_scales(const uint8_t* blk, int_scales& o) {
+    o.d = half_at(blk);
+    o.dmin = half_at(blk + 2);
+    const uint8_t* s = blk + 4;
+    for (int j = 0; j < 8; ++j) {
+        const int sc = j < 4 ? s[j] & 63 : (s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4);
+        o.m[j] = static_cast<int16_t>(j < 4 ? s[j + 4] & 63 : (s[j + 4] >> 4) | ((s[j] >> 6) << 4));
+        o.sc[2 * j] = o.sc[2 * j + 1] = static_cast<int16_t>(sc);
+    }
+}
+
 template <>
 struct decoder<dtype::q4_k> {
-    static void run(const uint8_t* blk, __m256i* q, float* a, float* b) {
-        k4_scales(blk, a, b);
+    static void values(const uint8_t* blk, __m256i* q) {
         const __m256i m4 = _mm256_set1_epi8(0x0f);
         SL_UNROLL
         for (int c = 0; c < 4; ++c) {
@@ -61,12 +83,19 @@ struct decoder<dtype::q4_k> {
             q[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
         }
     }
+    static void run_int(const uint8_t* blk, __m256i* q, int_scales& o) {
+        k4_int_scales(blk, o);
+        values(blk, q);
+    }
+    static void run(const uint8_t* blk, __m256i* q, float* a, float* b) {
+        k4_scales(blk, a, b);
+        values(blk, q);
+    }
 };
 
 template <>
 struct decoder<dtype::q5_k> {
-    static void run(const uint8_t* blk, __m256i* q, float* a, float* b) {
-        k4_scales(blk, a, b);
+    static void values(const uint8_t* blk, __m256i* q) {
         const __m256i m4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
         const __m256i qh = load32(blk + 16);
         SL_UNROLL
@@ -78,10 +107,25 @@ struct decoder<dtype::q5_k> {
             q[2 * c + 1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), _mm256_slli_epi16(h1, 4));
         }
     }
+    static void run_int(const uint8_t* blk, __m256i* q, int_scales& o) {
+        k4_int_scales(blk, o);
+        values(blk, q);
+    }
+    static void run(const uint8_t* blk, __m256i* q, float* a, float* b) {
+        k4_scales(blk, a, b);
+        values(blk, q);
+    }
 };
 
 template <>
 struct decoder<dtype::q6_k> {
+    static void run_int(const uint8_t* blk, __m256i* q, int_scales& o) {
+        o.d = half_at(blk + 208);
+        o.dmin = 0.0f;
+        const auto* sc = reinterpret_cast<const int8_t*>(blk + 192);
+        for (int j = 0; j < 16; ++j) o.sc[j] = sc[j];
+        values(blk, q);
+    }
     static void run(const uint8_t* blk, __m256i* q, float* a, float* b) {
         const float d = half_at(blk + 208);
         const auto* sc = reinterpret_cast<const int8_t*>(blk + 192);
@@ -89,6 +133,9 @@ struct decoder<dtype::q6_k> {
             a[j] = d * static_cast<float>(sc[j]);
             b[j] = 0.0f;
         }
+        values(blk, q);
+    }
+    static void values(const uint8_t* blk, __m256i* q) {
         const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(3), off = _mm256_set1_epi8(32);
         SL_UNROLL
         for (int h = 0; h < 2; ++h) {
@@ -147,6 +194,34 @@ void row_dot(const uint8_t* w, int64_t, int64_t cols, const q8_act* xa, float* y
     __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     __m256 corr_v = _mm256_setzero_ps();
     float corr = 0.0f;
+    if constexpr (k_int_path<T>) {
+        // Q8_K activations: d is the same for the 8 blocks of 32 of a super-block.
+        for (int64_t blk = 0; blk < cols / qk; ++blk) {
+            if constexpr (Prefetch) prefetch_span<bytes>(pf, blk * bytes);
+            __m256i q[nq];
+            int_scales o;
+            decoder<T>::run_int(w + blk * bytes, q, o);
+            __m256i isum = _mm256_setzero_si256();
+            SL_UNROLL
+            for (int64_t k = 0; k < nq; ++k) {
+                const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xa->qs + (blk * nq + k) * 32));
+                const __m256i p16 = S::non_negative ? _mm256_maddubs_epi16(q[k], xq)
+                                                    : _mm256_maddubs_epi16(_mm256_sign_epi8(q[k], q[k]), _mm256_sign_epi8(xq, q[k]));
+                const __m256i sc = _mm256_set_m128i(_mm_set1_epi16(o.sc[2 * k + 1]), _mm_set1_epi16(o.sc[2 * k]));
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p16, sc));
+            }
+            const int64_t ab = blk * nq;
+            acc[blk & 1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(o.d * xa->d[ab]), acc[blk & 1]);
+            if constexpr (S::has_min) {
+                float ms = 0.0f;
+                SL_UNROLL
+                for (int64_t k = 0; k < nq; ++k) ms += static_cast<float>(o.m[k]) * xa->s[ab + k];
+                corr -= o.dmin * ms;
+            }
+        }
+        *y = hsum(_mm256_add_ps(acc[0], acc[1])) + corr;
+        return;
+    }
     for (int64_t blk = 0; blk < cols / qk; ++blk) {
         if constexpr (Prefetch) prefetch_span<bytes>(pf, blk * bytes);
         __m256i q[nq];

@@ -108,14 +108,17 @@ TEST(gguf_unit, type_table) {
     EXPECT_EQ(sl::ggml_type_info(sl::ggml_type_id::q8_0)->block_bytes, 34);
     EXPECT_EQ(sl::ggml_type_info(sl::ggml_type_id::q4_0)->block_bytes, 18);
     EXPECT_EQ(sl::ggml_type_info(sl::ggml_type_id::bf16)->block_bytes, 2);
-    for (sl::dtype t : {sl::dtype::f32, sl::dtype::f16, sl::dtype::bf16, sl::dtype::q8_0, sl::dtype::q4_0}) {
+    for (int i = 0; i < sl::n_dtypes; ++i) {  // every weight type's traits row agrees with the GGUF table
+        const auto t = static_cast<sl::dtype>(i);
         EXPECT_EQ(sl::dtype_from_ggml(sl::ggml_from_dtype(t)), t);
         const auto* info = sl::ggml_type_info(sl::ggml_from_dtype(t));
         EXPECT_EQ(info->block_bytes, sl::dtype_block_bytes(t));
         EXPECT_EQ(info->block_elems, sl::dtype_block_elems(t));
         EXPECT_EQ(info->name, sl::dtype_name(t));
     }
-    EXPECT_FALSE(sl::dtype_from_ggml(sl::ggml_type_id::q5_k).has_value());
+    EXPECT_EQ(sl::dtype_from_ggml(sl::ggml_type_id::q5_k), sl::dtype::q5_k);
+    EXPECT_FALSE(sl::dtype_from_ggml(sl::ggml_type_id::q8_k).has_value());  // activation-only type
+    EXPECT_FALSE(sl::dtype_from_ggml(sl::ggml_type_id::iq2_xxs).has_value());
 }
 
 TEST(gguf_unit, writer_rejects_bad_tensors) {

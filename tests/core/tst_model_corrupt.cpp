@@ -248,7 +248,8 @@ TEST_F(corrupt, gguf_lying_headers) {
         for (int64_t v : {int64_t{-1}, int64_t{1} << 62, int64_t{1} << 40, int64_t{0}, int64_t{65}})
             add(n + "ne0 " + std::to_string(v), patched(good, t.ne_at, v));
         add(n + "ne1 huge", patched(good, t.ne_at + 8, int64_t{1} << 62));
-        for (uint32_t v : {4u, 5u, 13u, 31u, 77u, 0xffffffffu}) add(n + "type " + std::to_string(v), patched(good, t.type_at, v));
+        // 10-14 and 23 are K-quant / IQ4_XS ids: 256-element blocks cannot tile these 64-wide rows.
+        for (uint32_t v : {4u, 5u, 10u, 11u, 12u, 13u, 14u, 23u, 31u, 77u, 0xffffffffu}) add(n + "type " + std::to_string(v), patched(good, t.type_at, v));
         uint64_t off;
         std::memcpy(&off, good.data() + t.offset_at, 8);
         for (uint64_t v : {huge, big, fsize, off + 1, off + 32 * 100000, huge - 31}) add(n + "offset " + std::to_string(v), patched(good, t.offset_at, v));

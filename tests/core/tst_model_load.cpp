@@ -377,10 +377,12 @@ TEST(model_load, rejects_unsupported_or_inconsistent_gguf) {
          }, {}},
         {"tokens", "tokenizer.ggml.tokens has 3 tokens", [](sl::gguf_writer& w) { w.set("tokenizer.ggml.tokens", sl::gguf_value::string_array({"a", "b", "c"})); }, {}},
         {"bos", "tokenizer.ggml.bos_token_id' = 512 is out of range", set_u32("tokenizer.ggml.bos_token_id", 512), {}},
-        {"unsupported type", "tensor 'blk.0.ffn_up.weight' has unsupported type IQ4_NL (20); supported: F32, F16, BF16, Q8_0, Q4_0", {},
+        {"unsupported type", "tensor 'blk.0.ffn_up.weight' has unsupported type I8 (24); supported: F32, F16, BF16, Q8_0, Q4_0, "
+                             "Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS", {},
          [](const sl::gguf_tensor_info& t, const uint8_t* data, sl::gguf_writer& w) {
              if (t.name != "blk.0.ffn_up.weight") return false;
-             EXPECT_TRUE(w.add_tensor(t.name, sl::ggml_type_id::iq4_nl, t.shape, static_cast<const void*>(data)).ok());
+             // I8 (1 byte per element) reads no further than the Q8_0 data it relabels.
+             EXPECT_TRUE(w.add_tensor(t.name, sl::ggml_type_id::i8, t.shape, static_cast<const void*>(data)).ok());
              return true;
          }},
         {"norm type", "tensor 'output_norm.weight' has type F16 (1), vectors (norms, biases, RoPE factors) must be F32", {},

@@ -195,7 +195,9 @@ TEST_F(synthetic, shapes_and_errors) {
     EXPECT_EQ(l8->n_layers, 1);
     EXPECT_EQ(l8->kv_dim(), 1024);
     EXPECT_EQ(sl::synthetic_shape("llama-8b-4layer")->n_layers, 4);
-    EXPECT_EQ(sl::synthetic_shape_names().size(), 5u);
+    EXPECT_EQ(sl::synthetic_shape("small-512")->dim % 256, 0);  // K-quant super-blocks tile every row
+    EXPECT_EQ(sl::synthetic_shape("small-512")->hidden_dim % 256, 0);
+    EXPECT_EQ(sl::synthetic_shape_names().size(), 6u);
 
     EXPECT_FALSE(sl::synthetic_shape("llama-70b").ok());
     EXPECT_NE(sl::synthetic_shape("llama-70b").message().find("tiny"), std::string::npos);

@@ -100,15 +100,21 @@ inline std::vector<double> decode(const tensor_view& v) {
 struct matrix {
     tensor_view view;
     std::vector<uint8_t> bytes;
+
+    // A zeroed row-major [rows, cols] matrix of type t, the random stream reseeded for its contents.
+    static matrix zeroed(dtype t, int64_t rows, int64_t cols, uint64_t seed) {
+        reseed(seed);
+        matrix m;
+        m.view = {t, rows, cols, nullptr};
+        m.bytes.resize(static_cast<size_t>(m.view.bytes()));
+        m.view.data = m.bytes.data();
+        return m;
+    }
 };
 
 // Row-major [rows, cols] of type t from uniform [-1, 1] values; row 2 is all zeros (d = 0 blocks).
 inline matrix make_matrix(dtype t, int64_t rows, int64_t cols, uint64_t seed) {
-    reseed(seed);
-    matrix m;
-    m.view = {t, rows, cols, nullptr};
-    m.bytes.resize(static_cast<size_t>(m.view.bytes()));
-    m.view.data = m.bytes.data();
+    matrix m = matrix::zeroed(t, rows, cols, seed);
     std::vector<float> src(static_cast<size_t>(cols));
     for (int64_t r = 0; r < rows; ++r) {
         for (float& v : src) v = r == 2 ? 0.0f : uniform();

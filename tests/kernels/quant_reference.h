@@ -133,11 +133,7 @@ inline void ref_decode_block(dtype t, const uint8_t* x, double* y) {
 // A row-major [rows, cols] matrix of random bytes with sane fp16 scales (|d| in [1e-3, 2e-2]):
 // any bit pattern is a valid block of these types, so every code path gets exercised.
 inline matrix random_blocks(dtype t, int64_t rows, int64_t cols, uint64_t seed) {
-    reseed(seed);
-    matrix m;
-    m.view = {t, rows, cols, nullptr};
-    m.bytes.resize(static_cast<size_t>(m.view.bytes()));
-    m.view.data = m.bytes.data();
+    matrix m = matrix::zeroed(t, rows, cols, seed);
     for (auto& b : m.bytes) b = static_cast<uint8_t>(next_u64());
     const int64_t nb = rows * cols / dtype_block_elems(t);
     for (int64_t i = 0; i < nb; ++i)
