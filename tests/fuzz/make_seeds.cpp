@@ -9,6 +9,7 @@
 
 #include <sqlite3.h>
 
+#include "fuzz_common.h"
 #include "sparselens/core/calibration.h"
 #include "sparselens/core/gguf.h"
 #include "sparselens/core/methods.h"
@@ -171,6 +172,10 @@ void calibration_seed(const sl::model& m, const std::vector<int32_t>& tokens, in
     cp.hist_octave_bits = 4;  // the coarsest histograms: small seeds, cheap mutations
     const sl::calibration cal = need(sl::calibrate(m, tokens, cp), "calibrate");
     need(sl::calibration_save(cal, p.string()), "calibration_save");
+    // The harness re-seals mutated files; on a valid file that must change nothing, or the fuzzer
+    // would stop at the checksum (the format moved under fuzz_common.h).
+    std::vector<uint8_t> b = sl::calibration_serialize(cal), resealed = b;
+    if (!sl::fuzz::reseal_calibration(resealed) || resealed != b) die("reseal_calibration does not match the format");
 }
 
 void trace_seeds(const sl::model& m, const std::string& tag) {
@@ -180,6 +185,8 @@ void trace_seeds(const sl::model& m, const std::string& tag) {
         sp.n_tokens = 6;
         const trace t = need(trace_synthetic(shape_from_model(m), need(layout_parse(layout), "layout"), sp), "trace");
         need(trace_write(seed("fuzz_trace", tag + "_" + layout + ".sltrace").string(), t), "trace_write");
+        std::vector<uint8_t> b = trace_encode(t), resealed = b;
+        if (!sl::fuzz::reseal_trace(resealed) || resealed != b) die("reseal_trace does not match the format");
     }
 }
 
