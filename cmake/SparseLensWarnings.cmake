@@ -15,3 +15,14 @@ if(SPARSELENS_SANITIZE)
     -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
   target_link_options(sparselens_options INTERFACE -fsanitize=address,undefined)
 endif()
+# libFuzzer (tests/fuzz): the libraries carry the fuzzer's coverage instrumentation and the sanitizers;
+# only the fuzz executables link the libFuzzer runtime (-fsanitize=fuzzer, see tests/fuzz).
+if(SPARSELENS_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "SPARSELENS_FUZZ needs clang (the fuzz preset uses clang-14)")
+  endif()
+  target_compile_options(sparselens_options INTERFACE
+    -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+    -Wno-unknown-warning-option)  # -Wshadow=local above is GCC's spelling
+  target_link_options(sparselens_options INTERFACE -fsanitize=address,undefined)
+endif()

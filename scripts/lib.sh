@@ -11,7 +11,7 @@ SL_PACKAGES=(
   libgtest-dev libbenchmark-dev libsqlite3-dev libssl-dev
   qt6-base-dev qt6-base-dev-tools qt6-charts-dev libqt6opengl6-dev libqt6openglwidgets6 qt6-qpa-plugins
   libgl-dev libgl1-mesa-dri libimgui-dev libstb-dev fonts-dejavu-core xvfb xauth
-  libpcre2-dev liburing-dev clang-14 libclang-rt-14-dev
+  libpcre2-dev liburing-dev clang-14 libclang-rt-14-dev libomp-14-dev
 )
 
 sl_log() { printf '\033[1m[sparselens]\033[0m %s\n' "$*" >&2; }

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <cpuid.h>
 #include <omp.h>
 
 #include "dense_internal.h"
@@ -10,10 +11,15 @@
 namespace sl::kernels {
 namespace {
 
+// CPUID leaf 1, ECX bit 29: clang 14's __builtin_cpu_supports has no "f16c" (the fuzz build uses clang).
+bool has_f16c() {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+}
+
 isa detect() {
     __builtin_cpu_init();
-    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                      __builtin_cpu_supports("f16c");
+    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
     if (!avx2) return isa::scalar;
     const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
