@@ -433,7 +433,9 @@ TEST(tokenizer, encode_speed) {
         const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         std::printf("  encode %zu bytes with %d-token vocabulary: %zu tokens in %.1f ms (%.1f MB/s)\n", text.size(),
                     t->vocab_size(), toks.size(), s * 1e3, static_cast<double>(text.size()) / s / 1e6);
-        EXPECT_LT(s, 1.0);
+        // Guards against a quadratic merge loop (minutes), not a speed target: loose enough for ASan builds
+        // on a loaded 2-core CI machine (speed is measured by benchmarks).
+        EXPECT_LT(s, 10.0);
         EXPECT_GT(toks.size(), text.size() / 10);  // sanity: a real split, not a handful of tokens
     }
 }
