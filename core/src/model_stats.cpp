@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <map>
 
+#include "sparselens/core/chat_format.h"
+
 namespace sl {
 
 model_bytes model_count_bytes(const model& m) {
@@ -33,6 +35,20 @@ std::vector<type_share> model_type_mix(const model& m) {
     for (const auto& [type, s] : by_type) mix.push_back(s);
     std::stable_sort(mix.begin(), mix.end(), [](const type_share& a, const type_share& b) { return a.bytes > b.bytes; });
     return mix;
+}
+
+std::string tokenizer_kind(const embedded_vocab& v) {
+    if (v.empty()) return v.model.empty() ? "none embedded" : "'" + v.model + "' (not supported)";
+    const std::string n = std::to_string(v.tokens.size()) + " tokens";
+    if (v.model == "gpt2") return "byte-level BPE (" + (v.pre.empty() ? std::string("default") : v.pre) + "), " + n;
+    if (v.model == "llama") return "SentencePiece, " + n;
+    return v.model + ", " + n;
+}
+
+std::string chat_format_kind(const embedded_vocab& v) {
+    if (v.chat_template.empty()) return "none";
+    result<chat_family> f = chat_family_of(v.chat_template, "");
+    return f ? chat_family_name(*f) : "unrecognised";
 }
 
 uint64_t model_count_params(const model& m) {

@@ -79,6 +79,10 @@ TEST(Cli, InfoJsonReportsShapesAndBytes) {
         }
     }
     EXPECT_EQ(mix_bytes, tensor_bytes);
+    EXPECT_EQ(j["architecture"], "llama");
+    EXPECT_EQ(j["tokenizer"]["kind"], "SentencePiece, 512 tokens");
+    EXPECT_EQ(j["tokenizer"]["chat_format"], "none");
+    EXPECT_EQ(j["context_length"], 512);
     EXPECT_GE(j["type_mix"].size(), 2u);
 }
 
@@ -150,7 +154,7 @@ TEST(Cli, ImportVocabAndTokenize) {
         std::ofstream f(bad);
         f << R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a b"]}})";
     }
-    for (const std::string& pre : {"qwen2", "nope"}) {
+    for (const char* pre : {"qwen2", "nope"}) {
         r = run_cli("import-vocab '" + bad + "' --pre " + pre + " -o '" + gguf + ".bad'");
         EXPECT_EQ(r.code, 2);
         EXPECT_NE(r.err.find(bad + ": "), std::string::npos) << r.err;

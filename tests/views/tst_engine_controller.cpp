@@ -80,6 +80,10 @@ private slots:
         QVERIFY(card->has_tokenizer);
         QVERIFY(card->mlp_bytes > card->attention_bytes);
         QCOMPARE(QString::fromStdString(card->weight_type), QStringLiteral("F32"));
+        QVERIFY(QString::fromStdString(card->architecture).startsWith(QStringLiteral("llama")));
+        QCOMPARE(QString::fromStdString(card->tokenizer_kind), QStringLiteral("none embedded"));  // llama2.c file
+        QVERIFY(!card->tensor_types.empty());
+        QCOMPARE(QString::fromStdString(card->tensor_types.front().type), QStringLiteral("F32"));
     }
 
     void badFileGivesOneLineError() {

@@ -106,6 +106,7 @@ void ModelPanel::setModelCard(std::shared_ptr<const model_card> c) {
     auto row = [&](const QString& k, const QString& v) {
         html += QStringLiteral("<tr><td>%1</td><td>%2</td></tr>").arg(k, v.toHtmlEscaped());
     };
+    row(tr("architecture"), QString::fromStdString(m.architecture));
     row(tr("format"), QString::fromStdString(m.format));
     row(tr("file"), formatBytes(double(m.file_bytes)));
     row(tr("layers"), QString::number(m.n_layers));
@@ -129,6 +130,8 @@ void ModelPanel::setModelCard(std::shared_ptr<const model_card> c) {
     row(tr("embeddings"), share(m.embedding_bytes) + (m.tied_embeddings ? tr(" (tied)") : QString()));
     row(tr("norms"), share(m.other_bytes));
     row(tr("tokenizer"), m.has_tokenizer ? QString::fromStdString(m.tokenizer_source) : tr("none"));
+    row(tr("vocabulary kind"), QString::fromStdString(m.tokenizer_kind));
+    row(tr("chat format"), QString::fromStdString(m.chat_format));
     html += QStringLiteral("</table>");
     m_card->setText(html);
     m_calibrate->setEnabled(m.has_tokenizer);

@@ -21,6 +21,9 @@ using generation_id = uint64_t;
 struct model_card {
     generation_id generation = 0;
     std::string path, format, name;  // format: "gguf" / "llama2c"
+    std::string architecture;        // arch_summary: "gemma2 (GeGLU, soft-caps, ...)"
+    std::string tokenizer_kind;      // "byte-level BPE (llama-bpe), 128256 tokens", "SentencePiece, ..."
+    std::string chat_format;         // recognised chat template family, "none" or "unrecognised"
     uint64_t file_bytes = 0;
     int32_t dim = 0, hidden_dim = 0, n_layers = 0, n_heads = 0, n_kv_heads = 0, vocab_size = 0, seq_len = 0;
     std::string weight_type;  // e.g. "F32", "Q8_0" (the MLP weights' type)
