@@ -72,8 +72,21 @@ void k4_int_scales(const uint8_t* blk, int_scales& o) {
     }
 }
 
+// Q4_K and Q5_K share their 6-bit scale/min layout; only the value unpacking differs.
+template <typename Values>
+struct k4_decoder {
+    static void run_int(const uint8_t* blk, __m256i* q, int_scales& o) {
+        k4_int_scales(blk, o);
+        Values::values(blk, q);
+    }
+    static void run(const uint8_t* blk, __m256i* q, float* a, float* b) {
+        k4_scales(blk, a, b);
+        Values::values(blk, q);
+    }
+};
+
 template <>
-struct decoder<dtype::q4_k> {
+struct decoder<dtype::q4_k> : k4_decoder<decoder<dtype::q4_k>> {
     static void values(const uint8_t* blk, __m256i* q) {
         const __m256i m4 = _mm256_set1_epi8(0x0f);
         SL_UNROLL
@@ -83,18 +96,10 @@ struct decoder<dtype::q4_k> {
             q[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
         }
     }
-    static void run_int(const uint8_t* blk, __m256i* q, int_scales& o) {
-        k4_int_scales(blk, o);
-        values(blk, q);
-    }
-    static void run(const uint8_t* blk, __m256i* q, float* a, float* b) {
-        k4_scales(blk, a, b);
-        values(blk, q);
-    }
 };
 
 template <>
-struct decoder<dtype::q5_k> {
+struct decoder<dtype::q5_k> : k4_decoder<decoder<dtype::q5_k>> {
     static void values(const uint8_t* blk, __m256i* q) {
         const __m256i m4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
         const __m256i qh = load32(blk + 16);
@@ -106,14 +111,6 @@ struct decoder<dtype::q5_k> {
             q[2 * c] = _mm256_or_si256(_mm256_and_si256(v, m4), _mm256_slli_epi16(h0, 4));
             q[2 * c + 1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), _mm256_slli_epi16(h1, 4));
         }
-    }
-    static void run_int(const uint8_t* blk, __m256i* q, int_scales& o) {
-        k4_int_scales(blk, o);
-        values(blk, q);
-    }
-    static void run(const uint8_t* blk, __m256i* q, float* a, float* b) {
-        k4_scales(blk, a, b);
-        values(blk, q);
     }
 };
 
