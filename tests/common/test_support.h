@@ -1,6 +1,7 @@
 // Shared helpers for the test executables: where the fixtures live and a main() that skips cleanly.
 #pragma once
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -31,8 +32,26 @@ inline std::vector<uint8_t> read_bytes(const std::string& path) {
     return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
 }
 
+// Every file write_temp() made is removed when the test process exits (only by the process that made
+// it, not by a forked child), so suites do not leave gigabytes of fixtures in /tmp.
+struct temp_files {
+    std::vector<std::filesystem::path> paths;
+    pid_t owner = ::getpid();
+    ~temp_files() {
+        if (::getpid() != owner) return;
+        std::error_code ec;
+        for (const auto& p : paths) std::filesystem::remove(p, ec);
+    }
+    static temp_files& get() {
+        static temp_files t;
+        return t;
+    }
+};
+
 inline std::string write_temp(const std::string& name, const std::vector<uint8_t>& bytes) {
     auto p = std::filesystem::temp_directory_path() / ("sparselens_test_" + std::to_string(::getpid()) + "_" + name);
+    auto& reg = temp_files::get().paths;
+    if (std::find(reg.begin(), reg.end(), p) == reg.end()) reg.push_back(p);
     std::ofstream f(p, std::ios::binary);
     f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
     return p.string();
