@@ -97,6 +97,7 @@ const kernel_table& avx512_table() {
         k.stream_sum[0] = stream_sum<false>;
         k.stream_sum[1] = stream_sum<true>;
         add_unpacked_rows_avx2(k);
+        add_kquant_rows_avx512(k);
         return k;
     }();
     return t;

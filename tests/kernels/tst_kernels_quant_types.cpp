@@ -89,6 +89,23 @@ TEST_P(quant_type, gemv_and_gemm_match_double_reference) {
     }
 }
 
+// The AVX-512 K-quant kernels reproduce the AVX2 ones bit for bit (same exact integer lanes, same
+// float steps), so a row's value does not depend on which of the two SIMD paths ran it.
+TEST_P(quant_type, avx512_rows_equal_avx2_rows) {
+    if (k::detected_isa() < k::isa::avx512) GTEST_SKIP() << "no AVX-512 on this CPU";
+    const dtype t = GetParam();
+    const int64_t cols = 9 * dtype_block_elems(t), rows = 21;
+    const matrix m = random_blocks(t, rows, cols, 4242);
+    const std::vector<float> x = make_x(cols, 4243);
+    isa_guard guard;
+    std::vector<float> y2(static_cast<size_t>(rows)), y5(static_cast<size_t>(rows));
+    k::set_active_isa(k::isa::avx2);
+    k::gemv(m.view, x.data(), y2.data(), 1);
+    k::set_active_isa(k::isa::avx512);
+    k::gemv(m.view, x.data(), y5.data(), 2);
+    EXPECT_EQ(0, std::memcmp(y2.data(), y5.data(), y2.size() * 4)) << dtype_name(t);
+}
+
 TEST_P(quant_type, output_sparse_equals_gemv_rows) {
     const dtype t = GetParam();
     const int64_t cols = 4 * dtype_block_elems(t), rows = 96;
