@@ -40,6 +40,9 @@ struct kernel_table {
     rows_fn rows_cached[n_dtypes] = {};
     dequant_fn dequant[n_dtypes] = {};  // indexed by dtype; bit-identical across ISAs
     quantize_act_fn quantize_act = nullptr;  // bit-identical across ISAs for finite x
+    // Q8_K activations (act_kind::q8_k) where an ISA has them; null: the scalar quantizer in convert.cpp.
+    // Bit-identical to it for finite x.
+    quantize_act_fn quantize_act_q8k = nullptr;
     stream_sum_fn stream_sum[2] = {};
 };
 
