@@ -100,7 +100,8 @@ struct q6k {
 template <typename B, bool Prefetch>
 void row_dot(const uint8_t* w, int64_t, int64_t cols, const q8_act* xa, float* y, const uint8_t* pf) {
     __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-    float corr = 0.0f;
+    __m256 corr_v = _mm256_setzero_ps();
+    const float corr = 0.0f;
     for (int64_t blk = 0; blk < cols / qk; ++blk) {
         if constexpr (Prefetch) prefetch_span<B::bytes>(pf, blk * B::bytes);
         const uint8_t* p = w + blk * B::bytes;
@@ -109,14 +110,13 @@ void row_dot(const uint8_t* w, int64_t, int64_t cols, const q8_act* xa, float* y
         const __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
         const int64_t ab = blk * (qk / 32);
         acc[blk & 1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s8), _mm256_set1_ps(B::d(p) * xa->d[ab]), acc[blk & 1]);
-        if constexpr (B::has_min) {
-            float ms = 0.0f;
-            SL_UNROLL
-            for (int k = 0; k < 8; ++k) ms += static_cast<float>(m[k]) * xa->s[ab + k];
-            corr -= B::dmin(p) * ms;
+        if constexpr (B::has_min) {  // as the AVX2 kernel: lane k collects -dmin * m_k * s_k
+            const __m256 mf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(m))));
+            corr_v = _mm256_fnmadd_ps(_mm256_set1_ps(B::dmin(p)), _mm256_mul_ps(mf, _mm256_loadu_ps(xa->s + ab)), corr_v);
         }
     }
-    *y = hsum256(_mm256_add_ps(acc[0], acc[1])) + corr;
+    *y = B::has_min ? hsum256(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), corr_v))
+                    : hsum256(_mm256_add_ps(acc[0], acc[1])) + corr;
 }
 
 template <typename B>
