@@ -199,7 +199,7 @@ float round_fp16(float v) { return fp16_to_fp32(fp32_to_fp16(v)); }
 void quantize_act_for(dtype t, const kernel_table& kt, const float* x, int64_t n, int8_t* qs, float* d, float* s) {
     const act_kind kind = quant_info(t).act;
     if (kind == act_kind::q8_k) {
-        quantize_act_q8k(x, n, qs, d, s);
+        (kt.quantize_act_q8k ? kt.quantize_act_q8k : quantize_act_q8k)(x, n, qs, d, s);
         return;
     }
     kt.quantize_act(x, n, qs, d, s);

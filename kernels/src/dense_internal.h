@@ -40,6 +40,9 @@ struct kernel_table {
     rows_fn rows_cached[n_dtypes] = {};
     dequant_fn dequant[n_dtypes] = {};  // indexed by dtype; bit-identical across ISAs
     quantize_act_fn quantize_act = nullptr;  // bit-identical across ISAs for finite x
+    // Q8_K activations (act_kind::q8_k) where an ISA has them; null: the scalar quantizer in convert.cpp.
+    // Bit-identical to it for finite x.
+    quantize_act_fn quantize_act_q8k = nullptr;
     stream_sum_fn stream_sum[2] = {};
 };
 
@@ -52,6 +55,8 @@ const kernel_table& active_table();
 // Fills the entries of the types decoded through quant_unpack.h (all block types but Q8_0/Q4_0,
 // which keep their own kernels) with the AVX2 kernels; used by the AVX2 and AVX-512 tables.
 void add_unpacked_rows_avx2(kernel_table& k);
+// Then replaces Q4_K and Q6_K with AVX-512 kernels (quant_rows_avx512.cpp), bit-identical to the AVX2 ones.
+void add_kquant_rows_avx512(kernel_table& k);
 
 // Scalar activation quantizer. Per block of 32: amax = max|x|, q = nearbyint(x * (127 / amax))
 // (ties to even), d = amax / 127, s = d * sum(q). The SIMD versions compute exactly this.

@@ -91,6 +91,8 @@ struct sparse_table {
 // Gathered-row dots of the types decoded through quant_unpack.h (quant_rows_avx2.cpp), for the
 // AVX2 and AVX-512 tables: the same row kernel as their dense rows, so results equal gemv's.
 void add_unpacked_dots_avx2(sparse_table& k);
+// The AVX-512 Q4_K/Q6_K row kernels as gathers (quant_rows_avx512.cpp), for the AVX-512 table.
+void add_kquant_dots_avx512(sparse_table& k);
 
 const sparse_table& sparse_scalar_table();
 const sparse_table& sparse_avx2_table();

@@ -89,6 +89,28 @@ TEST_P(quant_type, gemv_and_gemm_match_double_reference) {
     }
 }
 
+// The AVX-512 K-quant kernels and Q8_K activation quantizer reproduce the AVX2 kernels and the scalar
+// quantizer bit for bit (same exact integer lanes, same float steps), so a row's value does not depend
+// on which of the two SIMD paths ran it.
+TEST_P(quant_type, avx512_rows_equal_avx2_rows) {
+    if (k::detected_isa() < k::isa::avx512) GTEST_SKIP() << "no AVX-512 on this CPU";
+    const dtype t = GetParam();
+    const int64_t cols = 9 * dtype_block_elems(t), rows = 21;
+    const matrix m = random_blocks(t, rows, cols, 4242);
+    std::vector<float> x = make_x(cols, 4243);
+    // A magnitude tie of opposite signs (Q8_K takes the sign of the first) and an exact rounding tie.
+    x[3] = 9.0f;
+    x[7] = -9.0f;
+    x[11] = 9.0f * 0.5f / 127.0f;
+    isa_guard guard;
+    std::vector<float> y2(static_cast<size_t>(rows)), y5(static_cast<size_t>(rows));
+    k::set_active_isa(k::isa::avx2);
+    k::gemv(m.view, x.data(), y2.data(), 1);
+    k::set_active_isa(k::isa::avx512);
+    k::gemv(m.view, x.data(), y5.data(), 2);
+    EXPECT_EQ(0, std::memcmp(y2.data(), y5.data(), y2.size() * 4)) << dtype_name(t);
+}
+
 TEST_P(quant_type, output_sparse_equals_gemv_rows) {
     const dtype t = GetParam();
     const int64_t cols = 4 * dtype_block_elems(t), rows = 96;
