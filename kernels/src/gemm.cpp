@@ -1,7 +1,8 @@
-// Blocked int8 GEMM for block-quantized weights (prefill): every token's activations are quantized
-// once, each thread decodes its weight rows 16 at a time into an int8 panel (gemm_internal.h) kept
-// in L2, and runs every token past it, so nibbles and K-quant scales are unpacked once per gemm
-// instead of once per (row, token).
+// Blocked GEMMs for prefill. Block-quantized weights: every token's activations are quantized once,
+// each thread decodes its weight rows 16 at a time into an int8 panel (gemm_internal.h) kept in L2
+// and runs every token past it, so nibbles and K-quant scales are unpacked once per gemm instead of
+// once per (row, token). F16/BF16: rows widened to f32 8 at a time against transposed activations,
+// so each weight is loaded once per 32 tokens instead of once per token.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -119,7 +120,70 @@ panel_buffer& thread_panel() {
     return p;
 }
 
+gemm_float_fn active_float_fn() {
+    switch (active_isa()) {
+        case isa::avx512: return gemm_float_avx512();
+        case isa::avx2: return gemm_float_avx2();
+        case isa::scalar: break;
+    }
+    return gemm_float_scalar();
+}
+
+// The caller's transposed activations (filled by all threads of a gemm_float) and each thread's
+// widened rows; grow only.
+std::vector<float>& thread_xt() {
+    thread_local std::vector<float> v;
+    return v;
+}
+std::vector<float>& thread_wide_rows() {
+    thread_local std::vector<float> v;
+    return v;
+}
+
 }  // namespace
+
+void gemm_float(const tensor_view& w, const float* x, int64_t n, float* y, int nt) {
+    const dequant_fn widen = active_table().dequant[static_cast<int>(w.type)];
+    const gemm_float_fn fn = active_float_fn();
+    const int64_t k = w.cols, np = (n + 15) / 16 * 16;
+    std::vector<float>& xt = thread_xt();
+    if (xt.size() < static_cast<size_t>(k * np)) xt.resize(static_cast<size_t>(k * np));
+    const int64_t units = (w.rows + k_float_rows - 1) / k_float_rows;
+    nt = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(nt, units)));
+    constexpr int64_t k_chunk = 64;  // columns per transpose step: its x reads stay in L1
+
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+#pragma omp for schedule(static)
+        for (int64_t c0 = 0; c0 < k; c0 += k_chunk) {
+            const int64_t c1 = std::min(k, c0 + k_chunk);
+            for (int64_t t = 0; t < np; ++t)
+                for (int64_t c = c0; c < c1; ++c) xt[static_cast<size_t>(c * np + t)] = t < n ? x[t * k + c] : 0.0f;
+        }  // implicit barrier: the transposed activations are complete
+        const int th = omp_get_thread_num(), nth = omp_get_num_threads();
+        std::vector<float>& rows = thread_wide_rows();
+        if (rows.size() < static_cast<size_t>(k_float_rows * k)) rows.resize(static_cast<size_t>(k_float_rows * k));
+        float out[k_float_rows * 32];
+        for (int64_t u = units * th / nth; u < units * (th + 1) / nth; ++u) {
+            const int64_t r0 = u * k_float_rows;
+            const int nr = static_cast<int>(std::min<int64_t>(k_float_rows, w.rows - r0));
+            for (int i = 0; i < k_float_rows; ++i) {
+                float* dst = rows.data() + i * k;
+                if (i < nr)
+                    widen(w.row(r0 + i), dst, k);
+                else
+                    std::fill(dst, dst + k, 0.0f);
+            }
+            for (int64_t t0 = 0; t0 < np; t0 += 32) {
+                const int tv = np - t0 >= 32 ? 2 : 1;
+                fn(rows.data(), k, xt.data() + t0, np, tv, out);
+                const int64_t nt_here = std::min<int64_t>(16 * tv, n - t0);
+                for (int64_t t = 0; t < nt_here; ++t)
+                    for (int i = 0; i < nr; ++i) y[(t0 + t) * w.rows + r0 + i] = out[i * 32 + t];
+            }
+        }
+    }
+}
 
 void gemm_int8(const tensor_view& w, const float* x, int64_t n, float* y, int nt) {
     const kernel_table& kt = active_table();

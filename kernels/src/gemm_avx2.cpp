@@ -6,5 +6,6 @@
 namespace sl::kernels::detail {
 
 gemm_panel_fn gemm_panel_avx2() { return panel_generic; }
+gemm_float_fn gemm_float_avx2() { return float_generic; }
 
 }  // namespace sl::kernels::detail

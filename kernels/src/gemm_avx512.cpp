@@ -78,7 +78,40 @@ void panel_dispatch(const gemm_panel& p, const gemm_tokens& x, float* y, int64_t
         p.b ? panel<16, true>(p, x, y, ys, nr) : panel<16, false>(p, x, y, ys, nr);
 }
 
+// 8 rows x 16 * TV tokens of f32 accumulators; each weight is broadcast once per k for all tokens.
+template <int TV>
+void float_rows(const float* w, int64_t k, const float* xt, int64_t np, float* out) {
+    __m512 acc[k_float_rows][TV];
+    SL_UNROLL
+    for (int r = 0; r < k_float_rows; ++r) {
+        SL_UNROLL
+        for (int v = 0; v < TV; ++v) acc[r][v] = _mm512_setzero_ps();
+    }
+    for (int64_t c = 0; c < k; ++c) {
+        __m512 xv[TV];
+        SL_UNROLL
+        for (int v = 0; v < TV; ++v) xv[v] = _mm512_loadu_ps(xt + c * np + 16 * v);
+        SL_UNROLL
+        for (int r = 0; r < k_float_rows; ++r) {
+            const __m512 wb = _mm512_set1_ps(w[r * k + c]);
+            SL_UNROLL
+            for (int v = 0; v < TV; ++v) acc[r][v] = _mm512_fmadd_ps(wb, xv[v], acc[r][v]);
+        }
+    }
+    SL_UNROLL
+    for (int r = 0; r < k_float_rows; ++r) {
+        SL_UNROLL
+        for (int v = 0; v < TV; ++v) _mm512_storeu_ps(out + r * 32 + 16 * v, acc[r][v]);
+    }
+}
+
+void float_dispatch(const float* w, int64_t k, const float* xt, int64_t np, int tv, float* out) {
+    tv == 2 ? float_rows<2>(w, k, xt, np, out) : float_rows<1>(w, k, xt, np, out);
+}
+
 }  // namespace
+
+gemm_float_fn gemm_float_avx512() { return float_dispatch; }
 
 gemm_panel_fn gemm_panel_avx512() {
     __builtin_cpu_init();

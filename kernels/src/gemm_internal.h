@@ -44,6 +44,16 @@ struct gemm_tokens {
 //   acc  = fma(b[g], xm[g], acc)                    (types with a minimum)
 using gemm_panel_fn = void (*)(const gemm_panel& p, const gemm_tokens& x, float* y, int64_t y_stride, int n_rows);
 
+// Float GEMM (F16/BF16 weights widened to f32 once per gemm): k_float_rows weight rows (f32, K apart)
+// against 16 * TV tokens of the transposed activations xt (xt[k * np + t]), into out[r * 32 + t].
+// Per row and token: acc = 0, then acc = fma(w[k], x[k], acc) for k = 0, 1, ... in order.
+constexpr int k_float_rows = 8;
+using gemm_float_fn = void (*)(const float* w, int64_t k, const float* xt, int64_t np, int tv, float* out);
+
+gemm_float_fn gemm_float_scalar();
+gemm_float_fn gemm_float_avx2();
+gemm_float_fn gemm_float_avx512();
+
 gemm_panel_fn gemm_panel_scalar();
 gemm_panel_fn gemm_panel_avx2();
 // Null when the CPU lacks AVX-512 VNNI.
@@ -90,6 +100,17 @@ void panel_tokens_generic(const gemm_panel& p, const gemm_tokens& x, int64_t t0,
     int64_t t = 0;
     for (; t + 4 <= x.n; t += 4) panel_tokens_generic<4>(p, x, t, y, ys, nr);
     for (; t < x.n; ++t) panel_tokens_generic<1>(p, x, t, y, ys, nr);
+}
+
+[[maybe_unused]] void float_generic(const float* w, int64_t k, const float* xt, int64_t np, int tv, float* out) {
+    const int nt = 16 * tv;
+    float acc[k_float_rows][32] = {};
+    for (int64_t c = 0; c < k; ++c)
+        for (int r = 0; r < k_float_rows; ++r) {
+            const float wv = w[r * k + c];
+            for (int t = 0; t < nt; ++t) acc[r][t] = std::fma(wv, xt[c * np + t], acc[r][t]);
+        }
+    for (int r = 0; r < k_float_rows; ++r) std::memcpy(out + r * 32, acc[r], static_cast<size_t>(nt) * sizeof(float));
 }
 
 }  // namespace

@@ -111,11 +111,11 @@ TEST_P(dense_by_type, gemm_matches_gemv_per_token) {
                 for (int64_t tok = 0; tok < n; ++tok) {
                     std::vector<float> yv(static_cast<size_t>(s.rows), -1.0f);
                     k::gemv(m.view, x.data() + tok * s.cols, yv.data(), 1);
-                    // Float types: stronger than "within rounding": gemm runs each row through the same
-                    // per-row arithmetic as gemv (F16/BF16 via exactly widened f32 tiles). Block types
-                    // (n >= 2): the blocked int8 GEMM sums the same integer products in another f32
-                    // order (tst_kernels_gemm checks it against a double reference and across ISAs).
-                    if (is_quant(t) && n > 1) {
+                    // F32: stronger than "within rounding": gemm runs each row through the same per-row
+                    // arithmetic as gemv. F16/BF16 and block types (n >= 2): the blocked GEMMs sum the
+                    // same products in another f32 order (tst_kernels_gemm checks them against double
+                    // references and across ISAs).
+                    if (t != dtype::f32 && n > 1) {
                         const std::vector<double> yvd(yv.begin(), yv.end());
                         EXPECT_LE(nmse(y.data() + tok * s.rows, yvd), 1e-10) << "token " << tok;
                         continue;

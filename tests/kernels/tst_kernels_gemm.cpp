@@ -1,6 +1,6 @@
-// The blocked int8 GEMM (prefill of block-quantized weights) for every block type x ISA: against a
+// The blocked GEMMs of prefill (int8 for every block type, f32 for F16/BF16) x ISA: against a
 // double-precision reference over the activations the kernels multiply with, bit-identical across
-// ISAs (the VNNI panel kernel against the portable one), and within rounding of gemv per token.
+// ISAs (the AVX-512 kernels against the portable ones), and within rounding of gemv per token.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -100,6 +100,48 @@ TEST(gemm_int8_threads, results_do_not_depend_on_thread_count) {
         EXPECT_EQ(0, std::memcmp(y1.data(), y2.data(), y1.size() * 4)) << k::isa_name(i);
     }
 }
+
+class gemm_float : public ::testing::TestWithParam<dtype> {};
+
+TEST_P(gemm_float, matches_reference_identical_across_isas_close_to_gemv) {
+    const dtype t = GetParam();
+    isa_guard guard;
+    // Row counts around the 8-row block, token counts around the 16/32-token tiles.
+    const std::pair<int64_t, int64_t> shapes[] = {{1, 16}, {7, 33}, {9, 100}, {30, 256}};
+    for (const auto& [rows, cols] : shapes) {
+        const matrix m = make_matrix(t, rows, cols, 3 * rows + cols);
+        const std::vector<double> w = decode(m.view);
+        for (int64_t n : {2, 15, 17, 33, 48}) {
+            std::vector<float> xs;
+            for (int64_t tk = 0; tk < n; ++tk) {
+                const std::vector<float> x = make_x(cols, 500 + 13 * tk + rows);
+                xs.insert(xs.end(), x.begin(), x.end());
+            }
+            const std::vector<double> ref = ref_gemm(w, rows, cols, std::vector<double>(xs.begin(), xs.end()));
+            std::vector<float> first;
+            for (k::isa i : isas()) {
+                SCOPED_TRACE(::testing::Message() << dtype_name(t) << " " << k::isa_name(i) << " " << rows << "x"
+                                                  << cols << " n=" << n);
+                k::set_active_isa(i);
+                std::vector<float> y(static_cast<size_t>(n * rows), -7.0f);
+                k::gemm(m.view, xs.data(), n, y.data(), 2);
+                EXPECT_LE(nmse(y.data(), ref), 1e-11);  // exact weights, one f32 FMA chain
+                if (first.empty())
+                    first = y;
+                else
+                    EXPECT_EQ(0, std::memcmp(first.data(), y.data(), y.size() * 4)) << "gemm differs across ISAs";
+                for (int64_t tk = 0; tk < n; tk += 7) {
+                    std::vector<float> yv(static_cast<size_t>(rows));
+                    k::gemv(m.view, xs.data() + tk * cols, yv.data(), 1);
+                    EXPECT_LE(nmse(y.data() + tk * rows, std::vector<double>(yv.begin(), yv.end())), 1e-11);
+                }
+            }
+        }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(float_types, gemm_float, ::testing::Values(dtype::f16, dtype::bf16),
+                         [](const auto& p) { return std::string(dtype_name(p.param)); });
 
 INSTANTIATE_TEST_SUITE_P(block_types, gemm_int8, ::testing::ValuesIn(block_types()),
                          [](const auto& p) { return std::string(dtype_name(p.param)); });
