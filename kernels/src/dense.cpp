@@ -64,11 +64,6 @@ act_scratch& thread_act_scratch() {
     return s;
 }
 
-std::vector<float>& thread_tile() {
-    thread_local std::vector<float> tile;
-    return tile;
-}
-
 void check_view(const tensor_view& w) {
     assert(w.rows >= 0 && w.cols >= 0);
     assert(w.cols % dtype_block_elems(w.type) == 0 && "cols must be a multiple of the block size");
@@ -125,48 +120,27 @@ void gemm(const tensor_view& w, const float* x, int64_t n, float* y, int n_threa
         std::fill(y, y + n * w.rows, 0.0f);
         return;
     }
-    const detail::kernel_table& kt = detail::active_table();
-    const bool quantized = dtype_is_quantized(w.type);
-    // F16/BF16 rows are widened once per tile into f32 (exact), then run through the f32 kernel;
-    // F32 and the integer-dot types use the weights in place.
-    const bool widen = w.type == dtype::f16 || w.type == dtype::bf16;
-    const detail::rows_fn fn = kt.rows_cached[static_cast<int>(widen ? dtype::f32 : w.type)];
-    const detail::dequant_fn widen_row = kt.dequant[static_cast<int>(w.type)];
-    act_scratch& acts = thread_act_scratch();  // the caller's; filled by all threads below
-    if (quantized) acts.reserve(n, w.cols);
-
+    const int nt = pick_threads(n_threads, w.bytes() * n, (w.rows + 3) / 4);
+    if (dtype_is_quantized(w.type)) {
+        detail::gemm_int8(w, x, n, y, nt);
+        return;
+    }
+    if (w.type == dtype::f16 || w.type == dtype::bf16) {
+        detail::gemm_float(w, x, n, y, nt);
+        return;
+    }
+    // F32: row dots over tiles kept in L2, each row with gemv's arithmetic (bit-identical to it).
+    const detail::rows_fn fn = detail::active_table().rows_cached[static_cast<int>(dtype::f32)];
     const int64_t rb = w.row_bytes();
     const int64_t tile_rows = std::max<int64_t>(4, gemm_tile_bytes / (w.cols * 4) / 4 * 4);
-    const int nt = pick_threads(n_threads, w.bytes() * n, (w.rows + 3) / 4);
 
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
-        if (quantized) {
-#pragma omp for schedule(static)
-            for (int64_t t = 0; t < n; ++t) acts.quantize(kt, w.type, x, t, w.cols);
-        }  // implicit barrier: every token is quantized before any tile uses it
         int64_t r0, r1;
         split_rows(w.rows, omp_get_num_threads(), omp_get_thread_num(), r0, r1);
-        std::vector<float>* tile = nullptr;
-        if (widen && r1 > r0) {
-            tile = &thread_tile();
-            if (static_cast<int64_t>(tile->size()) < tile_rows * w.cols)
-                tile->resize(static_cast<size_t>(tile_rows * w.cols));
-        }
         for (int64_t r = r0; r < r1; r += tile_rows) {
             const int64_t nr = std::min(tile_rows, r1 - r);
-            const uint8_t* src = w.row(r);
-            int64_t src_rb = rb;
-            if (widen) {
-                for (int64_t i = 0; i < nr; ++i) widen_row(w.row(r + i), tile->data() + i * w.cols, w.cols);
-                src = reinterpret_cast<const uint8_t*>(tile->data());
-                src_rb = w.cols * 4;
-            }
-            for (int64_t t = 0; t < n; ++t) {
-                const void* xa = quantized ? static_cast<const void*>(&acts.views[static_cast<size_t>(t)])
-                                            : static_cast<const void*>(x + t * w.cols);
-                fn(src, src_rb, nr, w.cols, xa, y + t * w.rows + r);
-            }
+            for (int64_t t = 0; t < n; ++t) fn(w.row(r), rb, nr, w.cols, x + t * w.cols, y + t * w.rows + r);
         }
     }
 }

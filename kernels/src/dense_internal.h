@@ -67,4 +67,9 @@ void quantize_act_q8(const float* x, int64_t n, int8_t* qs, float* d, float* s);
 // multiple of dtype_block_elems(t). Bit-identical across ISAs.
 void quantize_act_for(dtype t, const kernel_table& kt, const float* x, int64_t n, int8_t* qs, float* d, float* s);
 
+// gemm of a block-quantized w (n >= 2 tokens, cols > 0) as a blocked int8 GEMM on nt threads (gemm.cpp).
+void gemm_int8(const tensor_view& w, const float* x, int64_t n, float* y, int nt);
+// gemm of an F16/BF16 w (n >= 2, cols > 0) as a blocked f32 GEMM on nt threads (gemm.cpp).
+void gemm_float(const tensor_view& w, const float* x, int64_t n, float* y, int nt);
+
 }  // namespace sl::kernels::detail

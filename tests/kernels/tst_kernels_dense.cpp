@@ -89,7 +89,7 @@ TEST_P(dense_by_type, gemv_matches_double_reference) {
     }
 }
 
-TEST_P(dense_by_type, gemm_equals_gemv_per_token) {
+TEST_P(dense_by_type, gemm_matches_gemv_per_token) {
     const dtype t = GetParam();
     isa_guard guard;
     const shape shapes[] = {{64, 172}, {333, 1024}, {7, 96}, {130, 256}, {9, 17}, {13, 416}};
@@ -111,9 +111,15 @@ TEST_P(dense_by_type, gemm_equals_gemv_per_token) {
                 for (int64_t tok = 0; tok < n; ++tok) {
                     std::vector<float> yv(static_cast<size_t>(s.rows), -1.0f);
                     k::gemv(m.view, x.data() + tok * s.cols, yv.data(), 1);
-                    // Stronger than "within rounding": gemm runs each row through the same per-row
-                    // arithmetic as gemv (F16/BF16 via exactly widened f32 tiles), so prefill and
-                    // decode produce identical bits.
+                    // F32: stronger than "within rounding": gemm runs each row through the same per-row
+                    // arithmetic as gemv. F16/BF16 and block types (n >= 2): the blocked GEMMs sum the
+                    // same products in another f32 order (tst_kernels_gemm checks them against double
+                    // references and across ISAs).
+                    if (t != dtype::f32 && n > 1) {
+                        const std::vector<double> yvd(yv.begin(), yv.end());
+                        EXPECT_LE(nmse(y.data() + tok * s.rows, yvd), 1e-10) << "token " << tok;
+                        continue;
+                    }
                     for (int64_t r = 0; r < s.rows; ++r)
                         ASSERT_EQ(y[tok * s.rows + r], yv[r]) << "token " << tok << " row " << r;
                 }

@@ -82,8 +82,9 @@ TEST_P(quant_type, gemv_and_gemm_match_double_reference) {
                 // Against the exact f32 x: activation quantization error only (~1e-4).
                 std::vector<double> xd(x.begin(), x.end());
                 EXPECT_LE(nmse(y.data(), ref_gemv(w, rows, cols, xd)), 2e-3) << dtype_name(t);
-                EXPECT_EQ(0, std::memcmp(y.data(), yg.data() + tk * rows, static_cast<size_t>(rows) * 4))
-                    << "gemm token " << tk << " differs from gemv, " << dtype_name(t) << " " << k::isa_name(i);
+                // gemm (blocked int8, exact integer sums minus ggml's fp16 d*sum rounding): same bounds.
+                EXPECT_LE(nmse(yg.data() + tk * rows, ref_q), act_q8_1(t) ? 1e-6 : 1e-10)
+                    << "gemm token " << tk << ", " << dtype_name(t) << " " << k::isa_name(i);
             }
         }
     }

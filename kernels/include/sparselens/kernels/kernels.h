@@ -36,7 +36,12 @@ void quantize_row(dtype t, const float* src, void* dst, int64_t n);
 void gemv(const tensor_view& w, const float* x, float* y, int n_threads);
 
 // Y[t, r] = sum_c W[r, c] * X[t, c] for t < n (prefill); X is [n, cols], Y is [n, rows], row-major.
-// Each Y row is bit-identical to gemv() of that token on the same ISA.
+// F32: each Y row is bit-identical to gemv() of that token on the same ISA. For n >= 2, F16/BF16 run
+// a blocked f32 GEMM (8 rows widened once, 32 tokens per register tile, one FMA chain per output in
+// column order) and block types a blocked int8 GEMM (weights decoded once per 16-row panel, every
+// token run past it, over the same quantized activations as gemv, exact integer block dots combined
+// in a fixed f32 order): both bit-identical across ISAs and thread counts, within f32 rounding of
+// gemv but not equal to it, so prefill and decode of one token may differ in the last bits.
 void gemm(const tensor_view& w, const float* x, int64_t n, float* y, int n_threads);
 
 int default_threads();

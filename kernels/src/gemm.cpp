@@ -1,0 +1,215 @@
+// Blocked GEMMs for prefill. Block-quantized weights: every token's activations are quantized once,
+// each thread decodes its weight rows 16 at a time into an int8 panel (gemm_internal.h) kept in L2
+// and runs every token past it, so nibbles and K-quant scales are unpacked once per gemm instead of
+// once per (row, token). F16/BF16: rows widened to f32 8 at a time against transposed activations,
+// so each weight is loaded once per 32 tokens instead of once per token.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include <omp.h>
+
+#include "dense_internal.h"
+#include "gemm_internal.h"
+#include "quant_unpack.h"
+
+namespace sl::kernels::detail {
+namespace {
+
+// Types whose scales (and minima) change every 16 columns; the others are constant per 32, and a
+// group of 32 halves the per-group float work.
+bool scales_per_16(dtype t) { return t == dtype::q2_k || t == dtype::q3_k || t == dtype::q6_k; }
+
+gemm_panel_fn active_panel_fn() {
+    switch (active_isa()) {
+        case isa::avx512:
+            if (gemm_panel_fn f = gemm_panel_avx512()) return f;
+            return gemm_panel_avx2();
+        case isa::avx2: return gemm_panel_avx2();
+        case isa::scalar: break;
+    }
+    return gemm_panel_scalar();
+}
+
+// Quantized tokens and their per-group side arrays; grows only. Owned by the calling thread, filled
+// by all threads of the gemm.
+struct token_scratch {
+    std::vector<int8_t> qs;
+    std::vector<float> d, s, dx, xm;
+    std::vector<int32_t> corr;
+
+    void reserve(int64_t n, int64_t cols, int group) {
+        auto grow = [](auto& v, int64_t size) {
+            if (v.size() < static_cast<size_t>(size)) v.resize(static_cast<size_t>(size));
+        };
+        grow(qs, n * cols);
+        grow(d, n * (cols / 32));
+        grow(s, n * (cols / 32));
+        grow(dx, n * (cols / group));
+        grow(xm, n * (cols / group));
+        grow(corr, n * (cols / group));
+    }
+
+    // Token t of x: quantized as the gemv does, then the group sums (exact) and scales.
+    void prepare(const kernel_table& kt, dtype wt, const float* x, int64_t t, int64_t cols, int group) {
+        const int64_t nb = cols / 32, ng = cols / group;
+        int8_t* q = qs.data() + t * cols;
+        float* dt = d.data() + t * nb;
+        quantize_act_for(wt, kt, x + t * cols, cols, q, dt, s.data() + t * nb);
+        for (int64_t g = 0; g < ng; ++g) {
+            int32_t sum = 0;
+            for (int i = 0; i < group; ++i) sum += q[g * group + i];
+            const float dg = dt[g * group / 32];
+            dx[static_cast<size_t>(t * ng + g)] = dg;
+            xm[static_cast<size_t>(t * ng + g)] = dg * static_cast<float>(sum);
+            corr[static_cast<size_t>(t * ng + g)] = 128 * sum;
+        }
+    }
+};
+
+token_scratch& thread_tokens() {
+    thread_local token_scratch s;
+    return s;
+}
+
+// One thread's decoded panel; grows only.
+struct panel_buffer {
+    std::vector<uint8_t> q;
+    std::vector<float> a, b;
+    std::vector<int8_t> bq;
+    std::vector<float> ba, bb;
+
+    // Decodes rows [r0, r0 + nr) of w (nr <= 16) into the panel layout.
+    gemm_panel fill(const tensor_view& w, int64_t r0, int nr, int group) {
+        const quant_traits& qt = quant_info(w.type);
+        const int64_t cols = w.cols, be = dtype_block_elems(w.type), bytes = dtype_block_bytes(w.type);
+        const int64_t ng = cols / group;
+        // Rows past the matrix stay q = 0 (stored 128), a = b = 0: they compute zeros nobody stores.
+        if (nr < k_panel_rows || q.size() != static_cast<size_t>(cols * k_panel_rows))
+            q.assign(static_cast<size_t>(cols * k_panel_rows), 128);
+        a.assign(static_cast<size_t>(ng * k_panel_rows), 0.0f);
+        b.assign(static_cast<size_t>(ng * k_panel_rows), 0.0f);
+        bq.resize(static_cast<size_t>(be));
+        ba.resize(static_cast<size_t>(be / 16));
+        bb.resize(static_cast<size_t>(be / 16));
+        for (int i = 0; i < nr; ++i) {
+            const uint8_t* row = w.row(r0 + i);
+            for (int64_t blk = 0; blk < cols / be; ++blk) {
+                qt.unpack(row + blk * bytes, bq.data(), ba.data(), bb.data());
+                const int64_t c0 = blk * be;
+                // 4 columns at a time; q ^ 0x80 per byte is q + 128 as unsigned.
+                for (int64_t j = 0; j < be; j += 4) {
+                    uint32_t v;
+                    std::memcpy(&v, bq.data() + j, 4);
+                    v ^= 0x80808080u;
+                    std::memcpy(q.data() + ((c0 + j) / 4) * 64 + i * 4, &v, 4);
+                }
+                for (int64_t j = 0; j < be / group; ++j) {
+                    const size_t at = static_cast<size_t>(((c0 / group) + j) * k_panel_rows + i);
+                    a[at] = ba[static_cast<size_t>(j * group / 16)];
+                    b[at] = bb[static_cast<size_t>(j * group / 16)];
+                }
+            }
+        }
+        return {q.data(), a.data(), qt.has_min ? b.data() : nullptr, cols, group};
+    }
+};
+
+panel_buffer& thread_panel() {
+    thread_local panel_buffer p;
+    return p;
+}
+
+gemm_float_fn active_float_fn() {
+    switch (active_isa()) {
+        case isa::avx512: return gemm_float_avx512();
+        case isa::avx2: return gemm_float_avx2();
+        case isa::scalar: break;
+    }
+    return gemm_float_scalar();
+}
+
+// The caller's transposed activations (filled by all threads of a gemm_float) and each thread's
+// widened rows; grow only.
+std::vector<float>& thread_xt() {
+    thread_local std::vector<float> v;
+    return v;
+}
+std::vector<float>& thread_wide_rows() {
+    thread_local std::vector<float> v;
+    return v;
+}
+
+}  // namespace
+
+void gemm_float(const tensor_view& w, const float* x, int64_t n, float* y, int nt) {
+    const dequant_fn widen = active_table().dequant[static_cast<int>(w.type)];
+    const gemm_float_fn fn = active_float_fn();
+    const int64_t k = w.cols, np = (n + 15) / 16 * 16;
+    std::vector<float>& xt = thread_xt();
+    if (xt.size() < static_cast<size_t>(k * np)) xt.resize(static_cast<size_t>(k * np));
+    const int64_t units = (w.rows + k_float_rows - 1) / k_float_rows;
+    nt = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(nt, units)));
+    constexpr int64_t k_chunk = 64;  // columns per transpose step: its x reads stay in L1
+
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+#pragma omp for schedule(static)
+        for (int64_t c0 = 0; c0 < k; c0 += k_chunk) {
+            const int64_t c1 = std::min(k, c0 + k_chunk);
+            for (int64_t t = 0; t < np; ++t)
+                for (int64_t c = c0; c < c1; ++c) xt[static_cast<size_t>(c * np + t)] = t < n ? x[t * k + c] : 0.0f;
+        }  // implicit barrier: the transposed activations are complete
+        const int th = omp_get_thread_num(), nth = omp_get_num_threads();
+        std::vector<float>& rows = thread_wide_rows();
+        if (rows.size() < static_cast<size_t>(k_float_rows * k)) rows.resize(static_cast<size_t>(k_float_rows * k));
+        float out[k_float_rows * 32];
+        for (int64_t u = units * th / nth; u < units * (th + 1) / nth; ++u) {
+            const int64_t r0 = u * k_float_rows;
+            const int nr = static_cast<int>(std::min<int64_t>(k_float_rows, w.rows - r0));
+            for (int i = 0; i < k_float_rows; ++i) {
+                float* dst = rows.data() + i * k;
+                if (i < nr)
+                    widen(w.row(r0 + i), dst, k);
+                else
+                    std::fill(dst, dst + k, 0.0f);
+            }
+            for (int64_t t0 = 0; t0 < np; t0 += 32) {
+                const int tv = np - t0 >= 32 ? 2 : 1;
+                fn(rows.data(), k, xt.data() + t0, np, tv, out);
+                const int64_t nt_here = std::min<int64_t>(16 * tv, n - t0);
+                for (int64_t t = 0; t < nt_here; ++t)
+                    for (int i = 0; i < nr; ++i) y[(t0 + t) * w.rows + r0 + i] = out[i * 32 + t];
+            }
+        }
+    }
+}
+
+void gemm_int8(const tensor_view& w, const float* x, int64_t n, float* y, int nt) {
+    const kernel_table& kt = active_table();
+    const gemm_panel_fn fn = active_panel_fn();
+    const int group = scales_per_16(w.type) ? 16 : 32;
+    token_scratch& tok = thread_tokens();
+    tok.reserve(n, w.cols, group);
+    const gemm_tokens xs{tok.qs.data(), tok.corr.data(), tok.dx.data(), quant_info(w.type).has_min ? tok.xm.data() : nullptr,
+                         n, w.cols};
+    const int64_t panels = (w.rows + k_panel_rows - 1) / k_panel_rows;
+    nt = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(nt, panels)));
+
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+#pragma omp for schedule(static)
+        for (int64_t t = 0; t < n; ++t) tok.prepare(kt, w.type, x, t, w.cols, group);
+        // implicit barrier: every token is ready before any panel uses it
+        const int th = omp_get_thread_num(), nth = omp_get_num_threads();
+        const int64_t p0 = panels * th / nth, p1 = panels * (th + 1) / nth;
+        panel_buffer& buf = thread_panel();
+        for (int64_t pi = p0; pi < p1; ++pi) {
+            const int64_t r0 = pi * k_panel_rows;
+            const int nr = static_cast<int>(std::min<int64_t>(k_panel_rows, w.rows - r0));
+            fn(buf.fill(w, r0, nr, group), xs, y + r0, w.rows, nr);
+        }
+    }
+}
+
+}  // namespace sl::kernels::detail

@@ -1,0 +1,122 @@
+// AVX-512 VNNI int8 GEMM panel kernel: 16 weight rows in the lanes of one zmm, up to 8 tokens'
+// accumulators in registers, one vpdpbusd per 4 columns per token (u8 weights + 128 x s8 activations,
+// the +128 removed exactly per group). Bit-identical to the scalar reference in gemm_internal.h.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC target("avx512vnni")
+#include <immintrin.h>
+
+#include "gemm_internal.h"
+
+#define SL_UNROLL _Pragma("GCC unroll 16")
+
+namespace sl::kernels::detail {
+namespace {
+
+inline int32_t load4(const int8_t* p) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+}
+
+// T tokens from t0; G columns per scale group; M: the type has a minimum (b).
+template <int T, int G, bool M>
+void panel_tokens(const gemm_panel& p, const gemm_tokens& x, int64_t t0, float* y, int64_t ys, int nr) {
+    const int64_t ng = p.cols / G;
+    const int8_t* xt[T];
+    __m512 acc[T];
+    SL_UNROLL
+    for (int t = 0; t < T; ++t) {
+        xt[t] = x.qs + (t0 + t) * x.cols;
+        acc[t] = _mm512_setzero_ps();
+    }
+    for (int64_t g = 0; g < ng; ++g) {
+        __m512i ia[T];
+        SL_UNROLL
+        for (int t = 0; t < T; ++t) ia[t] = _mm512_setzero_si512();
+        const uint8_t* wq = p.q + g * G * 16;
+        SL_UNROLL
+        for (int k4 = 0; k4 < G / 4; ++k4) {
+            const __m512i w = _mm512_loadu_si512(wq + k4 * 64);
+            SL_UNROLL
+            for (int t = 0; t < T; ++t)
+                ia[t] = _mm512_dpbusd_epi32(ia[t], w, _mm512_set1_epi32(load4(xt[t] + g * G + 4 * k4)));
+        }
+        const __m512 av = _mm512_loadu_ps(p.a + g * 16);
+        SL_UNROLL
+        for (int t = 0; t < T; ++t) {
+            const int64_t gi = (t0 + t) * ng + g;
+            const __m512 f = _mm512_cvtepi32_ps(_mm512_sub_epi32(ia[t], _mm512_set1_epi32(x.corr[gi])));
+            acc[t] = _mm512_fmadd_ps(f, _mm512_mul_ps(av, _mm512_set1_ps(x.dx[gi])), acc[t]);
+            if constexpr (M) acc[t] = _mm512_fmadd_ps(_mm512_loadu_ps(p.b + g * 16), _mm512_set1_ps(x.xm[gi]), acc[t]);
+        }
+    }
+    const __mmask16 m = static_cast<__mmask16>((1u << nr) - 1u);
+    SL_UNROLL
+    for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + (t0 + t) * ys, m, acc[t]);
+}
+
+template <int G, bool M>
+void panel(const gemm_panel& p, const gemm_tokens& x, float* y, int64_t ys, int nr) {
+    int64_t t = 0;
+    for (; t + 8 <= x.n; t += 8) panel_tokens<8, G, M>(p, x, t, y, ys, nr);
+    if (t + 4 <= x.n) {
+        panel_tokens<4, G, M>(p, x, t, y, ys, nr);
+        t += 4;
+    }
+    if (t + 2 <= x.n) {
+        panel_tokens<2, G, M>(p, x, t, y, ys, nr);
+        t += 2;
+    }
+    if (t < x.n) panel_tokens<1, G, M>(p, x, t, y, ys, nr);
+}
+
+void panel_dispatch(const gemm_panel& p, const gemm_tokens& x, float* y, int64_t ys, int nr) {
+    if (p.group == 32)
+        p.b ? panel<32, true>(p, x, y, ys, nr) : panel<32, false>(p, x, y, ys, nr);
+    else
+        p.b ? panel<16, true>(p, x, y, ys, nr) : panel<16, false>(p, x, y, ys, nr);
+}
+
+// 8 rows x 16 * TV tokens of f32 accumulators; each weight is broadcast once per k for all tokens.
+template <int TV>
+void float_rows(const float* w, int64_t k, const float* xt, int64_t np, float* out) {
+    __m512 acc[k_float_rows][TV];
+    SL_UNROLL
+    for (int r = 0; r < k_float_rows; ++r) {
+        SL_UNROLL
+        for (int v = 0; v < TV; ++v) acc[r][v] = _mm512_setzero_ps();
+    }
+    for (int64_t c = 0; c < k; ++c) {
+        __m512 xv[TV];
+        SL_UNROLL
+        for (int v = 0; v < TV; ++v) xv[v] = _mm512_loadu_ps(xt + c * np + 16 * v);
+        SL_UNROLL
+        for (int r = 0; r < k_float_rows; ++r) {
+            const __m512 wb = _mm512_set1_ps(w[r * k + c]);
+            SL_UNROLL
+            for (int v = 0; v < TV; ++v) acc[r][v] = _mm512_fmadd_ps(wb, xv[v], acc[r][v]);
+        }
+    }
+    SL_UNROLL
+    for (int r = 0; r < k_float_rows; ++r) {
+        SL_UNROLL
+        for (int v = 0; v < TV; ++v) _mm512_storeu_ps(out + r * 32 + 16 * v, acc[r][v]);
+    }
+}
+
+void float_dispatch(const float* w, int64_t k, const float* xt, int64_t np, int tv, float* out) {
+    tv == 2 ? float_rows<2>(w, k, xt, np, out) : float_rows<1>(w, k, xt, np, out);
+}
+
+}  // namespace
+
+gemm_float_fn gemm_float_avx512() { return float_dispatch; }
+
+gemm_panel_fn gemm_panel_avx512() {
+    __builtin_cpu_init();
+    static const bool vnni = __builtin_cpu_supports("avx512vnni");
+    return vnni ? panel_dispatch : nullptr;
+}
+
+}  // namespace sl::kernels::detail

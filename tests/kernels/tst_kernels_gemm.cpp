@@ -1,0 +1,149 @@
+// The blocked GEMMs of prefill (int8 for every block type, f32 for F16/BF16) x ISA: against a
+// double-precision reference over the activations the kernels multiply with, bit-identical across
+// ISAs (the AVX-512 kernels against the portable ones), and within rounding of gemv per token.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "quant_reference.h"
+
+namespace {
+
+using namespace sl;
+using namespace sl::kernel_test;
+namespace k = sl::kernels;
+
+std::vector<dtype> block_types() {
+    std::vector<dtype> v{dtype::q8_0, dtype::q4_0};
+    v.insert(v.end(), std::begin(k_new_types), std::end(k_new_types));
+    return v;
+}
+
+// Decoded weights in double: the Q8_0/Q4_0 decoder of kernel_test_util.h, quant_reference.h's for the rest.
+std::vector<double> decode_any(const tensor_view& v) { return is_quant(v.type) ? decode(v) : ref_decode(v); }
+
+// y[t][r] = sum_c W[r, c] * xq_t[c] in double.
+std::vector<double> ref_gemm(const std::vector<double>& w, int64_t rows, int64_t cols, const std::vector<double>& xq) {
+    std::vector<double> y;
+    for (size_t t = 0; t < xq.size() / static_cast<size_t>(cols); ++t)
+        for (int64_t r = 0; r < rows; ++r) {
+            double acc = 0.0;
+            for (int64_t c = 0; c < cols; ++c)
+                acc += w[static_cast<size_t>(r * cols + c)] * xq[t * static_cast<size_t>(cols) + static_cast<size_t>(c)];
+            y.push_back(acc);
+        }
+    return y;
+}
+
+class gemm_int8 : public ::testing::TestWithParam<dtype> {};
+
+TEST_P(gemm_int8, matches_reference_identical_across_isas_close_to_gemv) {
+    const dtype t = GetParam();
+    const int64_t qk = dtype_block_elems(t);
+    isa_guard guard;
+    // Row counts around the 16-row panel (partial panels, one row, several panels per thread) and
+    // token counts covering the 8/4/2/1 token blocks of the VNNI kernel.
+    const std::pair<int64_t, int64_t> shapes[] = {{1, 1}, {15, 2}, {17, 3}, {33, 1}, {50, 4}};
+    for (const auto& [rows, nblk] : shapes) {
+        const int64_t cols = nblk * qk * (qk == 32 ? 3 : 1);
+        const matrix m = random_blocks(t, rows, cols, 7 * rows + nblk + static_cast<int>(t));
+        const std::vector<double> w = decode_any(m.view);
+        for (int64_t n : {2, 3, 7, 13, 16}) {
+            std::vector<float> xs;
+            std::vector<double> xq;
+            for (int64_t tk = 0; tk < n; ++tk) {
+                const std::vector<float> x = make_x(cols, 300 + 17 * tk + rows, tk == 1 ? 1e-3f : 1.0f);
+                xs.insert(xs.end(), x.begin(), x.end());
+                const std::vector<double> q = quantized_x_for(t, x);
+                xq.insert(xq.end(), q.begin(), q.end());
+            }
+            const std::vector<double> ref = ref_gemm(w, rows, cols, xq);
+            std::vector<float> first;
+            for (k::isa i : isas()) {
+                SCOPED_TRACE(::testing::Message() << dtype_name(t) << " " << k::isa_name(i) << " " << rows << "x"
+                                                  << cols << " n=" << n);
+                k::set_active_isa(i);
+                std::vector<float> y(static_cast<size_t>(n * rows), -7.0f);
+                k::gemm(m.view, xs.data(), n, y.data(), 2);
+                // Exact integer block sums, then one f32 FMA chain per row: f32 rounding only.
+                EXPECT_LE(nmse(y.data(), ref), 1e-11);
+                if (first.empty())
+                    first = y;
+                else
+                    EXPECT_EQ(0, std::memcmp(first.data(), y.data(), y.size() * 4)) << "gemm differs across ISAs";
+                for (int64_t tk = 0; tk < n; ++tk) {
+                    std::vector<float> yv(static_cast<size_t>(rows));
+                    k::gemv(m.view, xs.data() + tk * cols, yv.data(), 1);
+                    // Same quantized activations, another f32 summation order (Q8_1 types: gemv uses
+                    // ggml's fp16-rounded d*sum for the minimum, gemm the exact integer sum).
+                    const std::vector<double> yvd(yv.begin(), yv.end());
+                    EXPECT_LE(nmse(y.data() + tk * rows, yvd), act_q8_1(t) ? 1e-6 : 1e-10) << "token " << tk;
+                }
+            }
+        }
+    }
+}
+
+TEST(gemm_int8_threads, results_do_not_depend_on_thread_count) {
+    isa_guard guard;
+    const matrix m = random_blocks(dtype::q4_k, 70, 512, 3);
+    std::vector<float> xs;
+    for (int tk = 0; tk < 9; ++tk) {
+        const std::vector<float> x = make_x(512, 40 + tk);
+        xs.insert(xs.end(), x.begin(), x.end());
+    }
+    for (k::isa i : isas()) {
+        k::set_active_isa(i);
+        std::vector<float> y1(9 * 70), y2(9 * 70);
+        k::gemm(m.view, xs.data(), 9, y1.data(), 1);
+        k::gemm(m.view, xs.data(), 9, y2.data(), 2);
+        EXPECT_EQ(0, std::memcmp(y1.data(), y2.data(), y1.size() * 4)) << k::isa_name(i);
+    }
+}
+
+class gemm_float : public ::testing::TestWithParam<dtype> {};
+
+TEST_P(gemm_float, matches_reference_identical_across_isas_close_to_gemv) {
+    const dtype t = GetParam();
+    isa_guard guard;
+    // Row counts around the 8-row block, token counts around the 16/32-token tiles.
+    const std::pair<int64_t, int64_t> shapes[] = {{1, 16}, {7, 33}, {9, 100}, {30, 256}};
+    for (const auto& [rows, cols] : shapes) {
+        const matrix m = make_matrix(t, rows, cols, 3 * rows + cols);
+        const std::vector<double> w = decode(m.view);
+        for (int64_t n : {2, 15, 17, 33, 48}) {
+            std::vector<float> xs;
+            for (int64_t tk = 0; tk < n; ++tk) {
+                const std::vector<float> x = make_x(cols, 500 + 13 * tk + rows);
+                xs.insert(xs.end(), x.begin(), x.end());
+            }
+            const std::vector<double> ref = ref_gemm(w, rows, cols, std::vector<double>(xs.begin(), xs.end()));
+            std::vector<float> first;
+            for (k::isa i : isas()) {
+                SCOPED_TRACE(::testing::Message() << dtype_name(t) << " " << k::isa_name(i) << " " << rows << "x"
+                                                  << cols << " n=" << n);
+                k::set_active_isa(i);
+                std::vector<float> y(static_cast<size_t>(n * rows), -7.0f);
+                k::gemm(m.view, xs.data(), n, y.data(), 2);
+                EXPECT_LE(nmse(y.data(), ref), 1e-11);  // exact weights, one f32 FMA chain
+                if (first.empty())
+                    first = y;
+                else
+                    EXPECT_EQ(0, std::memcmp(first.data(), y.data(), y.size() * 4)) << "gemm differs across ISAs";
+                for (int64_t tk = 0; tk < n; tk += 7) {
+                    std::vector<float> yv(static_cast<size_t>(rows));
+                    k::gemv(m.view, xs.data() + tk * cols, yv.data(), 1);
+                    EXPECT_LE(nmse(y.data() + tk * rows, std::vector<double>(yv.begin(), yv.end())), 1e-11);
+                }
+            }
+        }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(float_types, gemm_float, ::testing::Values(dtype::f16, dtype::bf16),
+                         [](const auto& p) { return std::string(dtype_name(p.param)); });
+
+INSTANTIATE_TEST_SUITE_P(block_types, gemm_int8, ::testing::ValuesIn(block_types()),
+                         [](const auto& p) { return std::string(dtype_name(p.param)); });
+
+}  // namespace
