@@ -91,6 +91,7 @@ pass_result offload_pass(const loaded_model& lm, const std::string& model_path, 
     op.window_tokens = c.window_tokens;
     op.n_ctx = ctx.n_ctx();
     op.io_backend = oo.io;
+    op.merge_gap_pages = device.flash_merge_gap_pages;
     if (op.policy == sim::cache_policy::belady) throw cli_error("offload: Belady needs the future; use lru, lfu or window");
     auto rt = take(offload::offload_runtime::create(m, pack, method.traits(), op));
     ctx.set_mlp_source(rt.get());
@@ -177,8 +178,8 @@ pass_result offload_pass(const loaded_model& lm, const std::string& model_path, 
     for (size_t i = 0; i < n; ++i) {
         const sim::token_report& s = sr.tokens[s0 + i];
         r.sim_flash_s_per_token += s.flash_time_s / dn;
-        lat_run += sim::token_cost(sp.device, s.dram_bytes, s.flash_bytes, s.flash_reads, r.compute_s_per_token).latency_s;
-        lat_cfg += sim::token_cost(sp.device, s.dram_bytes, s.flash_bytes, s.flash_reads, cfg_compute).latency_s;
+        lat_run += sim::token_cost(sp.device, s.dram_bytes, s.flash_bytes, s.flash_reads, r.compute_s_per_token, s.flash_batches).latency_s;
+        lat_cfg += sim::token_cost(sp.device, s.dram_bytes, s.flash_bytes, s.flash_reads, cfg_compute, s.flash_batches).latency_s;
     }
     r.sim_tokens_per_s_run_compute = lat_run > 0 ? static_cast<double>(n) / lat_run : 0;
     r.sim_tokens_per_s_config_compute = lat_cfg > 0 ? static_cast<double>(n) / lat_cfg : 0;
