@@ -38,10 +38,20 @@ struct run_opts_offload {
     bool dense_baseline = false;
 };
 
+// --offload, --pack, --dram, --device, --io, --no-verify, --dense-baseline (run and eval); the check
+// refuses the others without --offload.
+void add_offload_options(CLI::App* c, bool& offload, run_opts_offload& oo);
+void check_offload_options(bool offload, const run_opts_offload& oo);
+
 struct generation_request;
 // cli_offload_run.cpp: `run --offload`.
 int run_offloaded(const std::string& model_path, const std::string& config_path, const std::string& tokenizer_path,
                   const generation_request& q, int32_t threads, bool allow_other_weights, bool json,
                   const run_opts_offload& oo);
+// `eval --config C --offload`: the same run from the opening of the evaluation text, as a table of measured
+// and simulated tokens/s, bytes/token, hit rate and I/O-wait share.
+int eval_offloaded(const std::string& model_path, const std::string& config_path, const std::string& tokenizer_path,
+                   const std::string& text_path, int32_t steps, int32_t threads, bool allow_other_weights, bool json,
+                   const run_opts_offload& oo);
 
 }  // namespace sl::cli

@@ -43,6 +43,7 @@ struct pass_result {
     // With the compute term (sim::token_cost's compute_s): this run's time outside I/O waits, and the
     // in-RAM decode speed the config measured (0 when it has none).
     double sim_tokens_per_s_run_compute = 0, sim_tokens_per_s_config_compute = 0;
+    double sim_io_wait_share = 0;  // predicted flash time / predicted token time (with this run's compute)
     bool same_capacity = true;
 };
 
@@ -70,6 +71,7 @@ nlohmann::json pass_json(const pass_result& r) {
                            {"flash_seconds_per_token", r.sim_flash_s_per_token},
                            {"tokens_per_s_with_run_compute", r.sim_tokens_per_s_run_compute},
                            {"tokens_per_s_with_config_compute", r.sim_tokens_per_s_config_compute},
+                           {"io_wait_share", r.sim_io_wait_share},
                            {"same_cache_capacities", r.same_capacity}}}};
 }
 
@@ -91,6 +93,7 @@ pass_result offload_pass(const loaded_model& lm, const std::string& model_path, 
     op.window_tokens = c.window_tokens;
     op.n_ctx = ctx.n_ctx();
     op.io_backend = oo.io;
+    op.merge_gap_pages = device.flash_merge_gap_pages;
     if (op.policy == sim::cache_policy::belady) throw cli_error("offload: Belady needs the future; use lru, lfu or window");
     auto rt = take(offload::offload_runtime::create(m, pack, method.traits(), op));
     ctx.set_mlp_source(rt.get());
@@ -173,15 +176,17 @@ pass_result offload_pass(const loaded_model& lm, const std::string& model_path, 
     r.io_s_per_token = io / dn;
     r.compute_s_per_token = std::max(0.0, r.decode_seconds / dn - r.io_s_per_token);
     const double cfg_compute = c.expected.cpu_tokens_per_s > 0 ? 1.0 / c.expected.cpu_tokens_per_s : 0.0;
-    double lat_run = 0, lat_cfg = 0;
+    double lat_run = 0, lat_cfg = 0, flash_t = 0;
     for (size_t i = 0; i < n; ++i) {
         const sim::token_report& s = sr.tokens[s0 + i];
         r.sim_flash_s_per_token += s.flash_time_s / dn;
-        lat_run += sim::token_cost(sp.device, s.dram_bytes, s.flash_bytes, s.flash_reads, r.compute_s_per_token).latency_s;
-        lat_cfg += sim::token_cost(sp.device, s.dram_bytes, s.flash_bytes, s.flash_reads, cfg_compute).latency_s;
+        flash_t += s.flash_time_s;
+        lat_run += sim::token_cost(sp.device, s.dram_bytes, s.flash_bytes, s.flash_reads, r.compute_s_per_token, s.flash_batches).latency_s;
+        lat_cfg += sim::token_cost(sp.device, s.dram_bytes, s.flash_bytes, s.flash_reads, cfg_compute, s.flash_batches).latency_s;
     }
     r.sim_tokens_per_s_run_compute = lat_run > 0 ? static_cast<double>(n) / lat_run : 0;
     r.sim_tokens_per_s_config_compute = lat_cfg > 0 ? static_cast<double>(n) / lat_cfg : 0;
+    r.sim_io_wait_share = lat_run > 0 ? flash_t / lat_run : 0;
     (void)model_path;
     return r;
 }
@@ -200,35 +205,103 @@ void print_pass(const pass_result& r) {
 
 }  // namespace
 
-int run_offloaded(const std::string& model_path, const std::string& config_path, const std::string& tokenizer_path,
-                  const generation_request& q, int32_t threads, bool allow_other_weights, bool json,
-                  const run_opts_offload& oo) {
-    loaded_model lm = load_model(model_path, tokenizer_path, true);
-    const sim::loaded_deploy_config lc = load_config_for_model(config_path, model_path, *lm.m, allow_other_weights);
-    const sim::deploy_config& c = lc.config;
-    sim::deploy_runtime drt = take(sim::deploy_instantiate(c, *lm.m, lc.calib ? &*lc.calib : nullptr, config_path));
-    const std::string sha = take(sha256_file(model_path));
-    const sim::mlp_layout layout = take(sim::layout_parse(config_layout(c)));
-    const std::string pack_path = oo.pack_path.empty() ? offload::pack_default_path(model_path, layout) : oo.pack_path;
-    sim::device_profile device = c.device;
-    if (!oo.device.empty()) device = take(sim::device_find(oo.device));
-    if (device.name.empty()) throw cli_error("run --offload: the config has no device; give --device PROFILE for the prediction");
-    uint64_t budget = device.dram_bytes;
-    if (!oo.dram.empty()) budget = take(sim::parse_size(oo.dram));
-    offload_interrupt guard;
+namespace {
 
-    pass_result main = offload_pass(lm, model_path, sha, c, *drt.method, pack_path, budget, device, oo, q, threads, json);
+// What `run --offload` and `eval --offload` share: the model, its config and method, the pack and the
+// budget, the main pass and (--dense-baseline) the dense one.
+struct offload_session {
+    loaded_model lm;
+    sim::loaded_deploy_config lc;
+    sim::deploy_runtime drt;
+    std::string sha, pack_path;
+    sim::device_profile device;
+    uint64_t budget = 0;
+};
+
+offload_session open_offload(const std::string& model_path, const std::string& config_path,
+                             const std::string& tokenizer_path, bool allow_other_weights, const run_opts_offload& oo) {
+    offload_session s{load_model(model_path, tokenizer_path, true), {}, {}, {}, {}, {}, 0};
+    s.lc = load_config_for_model(config_path, model_path, *s.lm.m, allow_other_weights);
+    const sim::deploy_config& c = s.lc.config;
+    s.drt = take(sim::deploy_instantiate(c, *s.lm.m, s.lc.calib ? &*s.lc.calib : nullptr, config_path));
+    s.sha = take(sha256_file(model_path));
+    const sim::mlp_layout layout = take(sim::layout_parse(config_layout(c)));
+    s.pack_path = oo.pack_path.empty() ? offload::pack_default_path(model_path, layout) : oo.pack_path;
+    s.device = c.device;
+    if (!oo.device.empty()) s.device = take(sim::device_find(oo.device));
+    if (s.device.name.empty())
+        throw cli_error("--offload: the config has no device; give --device PROFILE for the prediction");
+    s.budget = s.device.dram_bytes;
+    if (!oo.dram.empty()) s.budget = take(sim::parse_size(oo.dram));
+    return s;
+}
+
+std::pair<pass_result, std::optional<pass_result>> offload_passes(offload_session& s, const std::string& model_path,
+                                                                  const run_opts_offload& oo,
+                                                                  const generation_request& q, int32_t threads,
+                                                                  bool quiet) {
+    const sim::deploy_config& c = s.lc.config;
+    pass_result main = offload_pass(s.lm, model_path, s.sha, c, *s.drt.method, s.pack_path, s.budget, s.device, oo, q,
+                                    threads, quiet);
     std::optional<pass_result> dense;
     if (oo.dense_baseline) {
         method_config dc;
         dc.name = "dense";
-        auto dm = take(make_method(dc, *lm.m, nullptr));
+        auto dm = take(make_method(dc, *s.lm.m, nullptr));
         const std::string dpack = offload::pack_default_path(model_path, take(sim::layout_parse("bundle")));
-        dense = offload_pass(lm, model_path, sha, c, *dm, dpack, budget, device, oo, q, threads, json);
+        dense = offload_pass(s.lm, model_path, s.sha, c, *dm, dpack, s.budget, s.device, oo, q, threads, quiet);
     }
-    const std::string text = lm.tok->decode_all(main.tokens);
+    return {std::move(main), std::move(dense)};
+}
+
+double rel(double measured, double simulated) { return simulated > 0 ? 100.0 * (measured / simulated - 1.0) : 0.0; }
+
+void print_eval_table(const pass_result& r) {
+    std::printf("%s offload (%s), budget %llu B (resident %llu + caches %llu), %d decoded tokens\n", r.label.c_str(),
+                r.io_backend.c_str(), static_cast<unsigned long long>(r.budget),
+                static_cast<unsigned long long>(r.resident.total()), static_cast<unsigned long long>(r.cache_capacity),
+                r.n_decoded);
+    std::printf("  %-18s %14s %14s %9s\n", "", "measured", "simulated", "meas/sim");
+    std::printf("  %-18s %14.2f %14.2f %+8.1f%%   (simulated with this run's compute time; DRAM-bound: %.2f)\n",
+                "tokens/s", r.tokens_per_s, r.sim_tokens_per_s_run_compute, rel(r.tokens_per_s, r.sim_tokens_per_s_run_compute),
+                r.sim_tokens_per_s);
+    std::printf("  %-18s %14.0f %14.0f %+8.1f%%\n", "bytes read/token", r.bytes_per_token, r.sim_bytes_per_token,
+                rel(r.bytes_per_token, r.sim_bytes_per_token));
+    std::printf("  %-18s %13.1f%% %13.1f%%\n", "hit rate", 100 * r.hit_rate, 100 * r.sim_hit_rate);
+    std::printf("  %-18s %13.1f%% %13.1f%%\n", "I/O-wait share", 100 * r.io_wait_share, 100 * r.sim_io_wait_share);
+    std::printf("  %-18s %14.0f %14.0f\n", "reads/token", r.runs_per_token, r.sim_reads_per_token);
+    std::printf("  /proc/self/io read_bytes %llu, counted %llu\n", static_cast<unsigned long long>(r.proc_read_bytes),
+                static_cast<unsigned long long>(r.bytes_total));
+}
+
+}  // namespace
+
+void add_offload_options(CLI::App* c, bool& offload, run_opts_offload& oo) {
+    c->add_flag("--offload", offload, "Read MLP weights from the pack with O_DIRECT under a DRAM budget (docs/offload.md)");
+    c->add_option("--pack", oo.pack_path, "MLP pack (default: MODEL.<layout>.slpack, written by sparselens pack)");
+    c->add_option("--dram", oo.dram, "DRAM budget for the offloaded run, e.g. 400MB (default: the device's dram_bytes)");
+    c->add_option("--device", oo.device, "Device profile for the simulated column (name or JSON; default: the config's)");
+    c->add_option("--io", oo.io, "I/O backend: auto, uring, pread");
+    c->add_flag("!--no-verify", oo.verify, "Skip the pack checksum pass before the run");
+    c->add_flag("--dense-baseline", oo.dense_baseline,
+                "Also run dense offload (every missing weight read; needs MODEL.bundle.slpack) at the same budget");
+}
+
+void check_offload_options(bool offload, const run_opts_offload& oo) {
+    const bool offload_only = !oo.pack_path.empty() || !oo.dram.empty() || !oo.device.empty() || oo.dense_baseline ||
+                              oo.io != "auto" || !oo.verify;
+    if (offload_only && !offload) throw CLI::ValidationError("--pack/--dram/--device/--io need --offload");
+}
+
+int run_offloaded(const std::string& model_path, const std::string& config_path, const std::string& tokenizer_path,
+                  const generation_request& q, int32_t threads, bool allow_other_weights, bool json,
+                  const run_opts_offload& oo) {
+    offload_session s = open_offload(model_path, config_path, tokenizer_path, allow_other_weights, oo);
+    offload_interrupt guard;
+    auto [main, dense] = offload_passes(s, model_path, oo, q, threads, json);
+    const std::string text = s.lm.tok->decode_all(main.tokens);
     if (json) {
-        nlohmann::json j{{"config", config_path}, {"method", c.method.name}, {"device", device.name},
+        nlohmann::json j{{"config", config_path}, {"method", s.lc.config.method.name}, {"device", s.device.name},
                          {"text", text},          {"tokens", main.tokens},  {"offload", pass_json(main)}};
         if (dense) j["dense_offload"] = pass_json(*dense);
         print_json(j);
@@ -238,6 +311,35 @@ int run_offloaded(const std::string& model_path, const std::string& config_path,
     std::fflush(stdout);
     print_pass(main);
     if (dense) print_pass(*dense);
+    return 0;
+}
+
+int eval_offloaded(const std::string& model_path, const std::string& config_path, const std::string& tokenizer_path,
+                   const std::string& text_path, int32_t steps, int32_t threads, bool allow_other_weights, bool json,
+                   const run_opts_offload& oo) {
+    offload_session s = open_offload(model_path, config_path, tokenizer_path, allow_other_weights, oo);
+    // Greedy decoding from the opening words of the evaluation text: the masks come from real activations
+    // and the run is reproducible.
+    std::string prompt = read_text(text_path).substr(0, 32);
+    if (const size_t sp = prompt.find_last_of(" \n"); sp != std::string::npos && sp > 0) prompt.resize(sp);
+    generation_request q;
+    q.prompt = prompt;
+    q.steps = steps;
+    q.temperature = 0;
+    q.stream = false;
+    offload_interrupt guard;
+    auto [main, dense] = offload_passes(s, model_path, oo, q, threads, json);
+    if (json) {
+        nlohmann::json j{{"config", config_path}, {"method", s.lc.config.method.name}, {"device", s.device.name},
+                         {"prompt", prompt},      {"offload", pass_json(main)}};
+        if (dense) j["dense_offload"] = pass_json(*dense);
+        print_json(j);
+        return 0;
+    }
+    std::printf("config       %s: %s on %s\n", config_path.c_str(), config_method_summary(s.lc.config).c_str(),
+                s.device.name.c_str());
+    print_eval_table(main);
+    if (dense) print_eval_table(*dense);
     return 0;
 }
 

@@ -6,6 +6,7 @@
 
 #include "cli_config.h"
 #include "cli_methods.h"
+#include "cli_offload.h"
 #include "cli_session.h"
 #include "sparselens/core/context.h"
 #include "sparselens/core/fingerprint.h"
@@ -24,6 +25,9 @@ struct eval_opts {
     bool allow_other_weights = false;
     std::string config_conflict;    // an option --config overrides that was given anyway
     session_record_opts session;    // --session FILE, --label: record the run
+    bool offload = false;           // --offload: run the config from storage, measured vs simulated
+    run_opts_offload off;
+    int32_t steps = 48;             // positions of the offloaded run
 };
 
 // `eval --config`: re-measures a deployment config on its windows and reports drift against its expectations.
@@ -93,6 +97,12 @@ int run_eval_config(const eval_opts& o) {
 int run_eval(eval_opts o) {
     if (!o.config_path.empty() && !o.session.session_path.empty())
         throw cli_error("--session records plain evaluations; it cannot be combined with --config");
+    if (o.offload) {
+        if (o.config_path.empty()) throw cli_error("eval --offload needs --config (the method, budget and device to verify)");
+        if (!o.config_conflict.empty()) throw cli_error(o.config_conflict + " cannot be combined with --config");
+        return eval_offloaded(o.model_path, o.config_path, o.tokenizer_path, o.text_path, o.steps, o.m.threads,
+                              o.allow_other_weights, o.json, o.off);
+    }
     if (!o.config_path.empty()) return run_eval_config(o);
     const auto t0 = std::chrono::steady_clock::now();
     loaded_model lm = load_model(o.model_path, o.tokenizer_path, true);
@@ -162,7 +172,11 @@ void register_eval(CLI::App& app, command_fn& run) {
     c->add_option("--session", o->session.session_path, "Record the run (model, text, calibration, metrics) in this session file (created when missing)");
     c->add_option("--label", o->session.label, "With --session: a label for the run");
     c->add_flag("--json", o->json, "Machine-readable output");
+    add_offload_options(c, o->offload, o->off);
+    c->add_option("-n,--steps", o->steps, "With --offload: positions to run (greedy, from the text's opening words)")
+        ->check(CLI::Range(2, 100000));
     c->callback([o, c, &run] {
+        check_offload_options(o->offload, o->off);
         for (const char* opt : {"--method", "--density", "--d-in", "--d-down", "--gamma", "--attn-density", "--rank",
                                 "--pin", "--split", "--compress", "--calib", "--ctx", "--windows", "--offset", "--cache-fraction"})
             if (c->count(opt) > 0 && o->config_conflict.empty()) o->config_conflict = opt;

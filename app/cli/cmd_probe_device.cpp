@@ -65,8 +65,10 @@ int run_probe(const probe_opts& o) {
         std::printf("  %8.1f", r.random[i].bytes_per_s / 1e6);
         if (i % p.depths.size() + 1 == p.depths.size()) std::printf("\n");
     }
-    std::printf("profile: flash %.0f MB/s, %.0f IOPS (4 KiB), page 4096, no I/O-compute overlap%s%s\n",
-                d.flash_bandwidth / 1e6, d.flash_iops, o.out.empty() ? "" : "; written to ", o.out.c_str());
+    std::printf("profile: flash %.0f MB/s + %.1f us per read (QD 32 fit), %.0f us per batch, merge gaps up to %d "
+                "pages, page 4096, no I/O-compute overlap%s%s\n",
+                d.flash_bandwidth / 1e6, d.flash_read_latency_s * 1e6, d.flash_batch_latency_s * 1e6,
+                d.flash_merge_gap_pages, o.out.empty() ? "" : "; written to ", o.out.c_str());
     return 0;
 }
 

@@ -99,18 +99,9 @@ void register_run(CLI::App& app, command_fn& run) {
     c->add_flag("--allow-other-weights", o->allow_other_weights,
                 "Run on a model file whose SHA-256 differs from the tuned one (same shape, e.g. its Q8_0 form)");
     c->add_flag("--json", o->json, "Machine-readable output");
-    c->add_flag("--offload", o->offload, "Read MLP weights from the pack with O_DIRECT under a DRAM budget (docs/offload.md)");
-    c->add_option("--pack", o->off.pack_path, "MLP pack (default: MODEL.<layout>.slpack, written by sparselens pack)");
-    c->add_option("--dram", o->off.dram, "DRAM budget for the offloaded run, e.g. 400MB (default: the device's dram_bytes)");
-    c->add_option("--device", o->off.device, "Device profile for the simulated column (name or JSON; default: the config's)");
-    c->add_option("--io", o->off.io, "I/O backend: auto, uring, pread");
-    c->add_flag("!--no-verify", o->off.verify, "Skip the pack checksum pass before the run");
-    c->add_flag("--dense-baseline", o->off.dense_baseline,
-                "Also run dense offload (every missing weight read; needs MODEL.bundle.slpack) at the same budget");
+    add_offload_options(c, o->offload, o->off);
     c->callback([o, &run] {
-        const bool offload_only = !o->off.pack_path.empty() || !o->off.dram.empty() || !o->off.device.empty() ||
-                                  o->off.dense_baseline || o->off.io != "auto" || !o->off.verify;
-        if (offload_only && !o->offload) throw CLI::ValidationError("--pack/--dram/--device/--io need --offload");
+        check_offload_options(o->offload, o->off);
         run = [o] { return run_run(*o); };
     });
 }

@@ -77,6 +77,7 @@ public:
         if (it == m_j.end()) fail("missing field '" + name(key) + "'");
         return *it;
     }
+    bool has(const char* key) const { return m_j.contains(key); }
     std::string name(const char* key) const { return m_path.empty() ? key : m_path + "." + key; }
 
     std::string str(const char* key) const {
@@ -143,13 +144,17 @@ ojson device_json(const device_profile& d) {
     j["flash_page_bytes"] = d.flash_page_bytes;
     j["flash_read_latency_s"] = d.flash_read_latency_s;
     j["flash_iops"] = d.flash_iops;
+    // Written only when set, so configs of profiles without them stay as they were.
+    if (d.flash_batch_latency_s > 0) j["flash_batch_latency_s"] = d.flash_batch_latency_s;
+    if (d.flash_merge_gap_pages >= 0) j["flash_merge_gap_pages"] = d.flash_merge_gap_pages;
     j["overlap_io_compute"] = d.overlap_io_compute;
     return j;
 }
 
 device_profile device_from(const fields& f) {
     f.only({"name", "display_name", "description", "aliases", "dram_bytes", "dram_bandwidth", "flash_bandwidth",
-            "flash_page_bytes", "flash_read_latency_s", "flash_iops", "overlap_io_compute"});
+            "flash_page_bytes", "flash_read_latency_s", "flash_iops", "flash_batch_latency_s",
+            "flash_merge_gap_pages", "overlap_io_compute"});
     device_profile d;
     d.name = f.str("name");
     if (d.name.empty()) fields::fail("field 'device.name' must not be empty (use null for no device)");
@@ -167,6 +172,9 @@ device_profile device_from(const fields& f) {
     d.flash_page_bytes = static_cast<uint32_t>(f.integer("flash_page_bytes", 0, int64_t{1} << 30));
     d.flash_read_latency_s = f.number("flash_read_latency_s", 0, 10);
     d.flash_iops = f.number("flash_iops", 0, 1e15);
+    if (f.has("flash_batch_latency_s")) d.flash_batch_latency_s = f.number("flash_batch_latency_s", 0, 10);
+    if (f.has("flash_merge_gap_pages"))
+        d.flash_merge_gap_pages = static_cast<int32_t>(f.integer("flash_merge_gap_pages", -1, 1 << 20));
     d.overlap_io_compute = f.boolean("overlap_io_compute");
     if (outcome o = device_validate(d, "device"); !o) fields::fail(o.message());
     return d;

@@ -110,6 +110,10 @@ outcome device_validate(const device_profile& d, const std::string& origin) {
         return bad("field 'flash_read_latency_s' must be in [0, 10] seconds");
     if (!(d.flash_iops >= 0) || !std::isfinite(d.flash_iops))
         return bad("field 'flash_iops' must be >= 0 (0 = unlimited)");
+    if (!(d.flash_batch_latency_s >= 0) || !std::isfinite(d.flash_batch_latency_s) || d.flash_batch_latency_s > 10)
+        return bad("field 'flash_batch_latency_s' must be in [0, 10] seconds");
+    if (d.flash_merge_gap_pages < -1 || d.flash_merge_gap_pages > (1 << 20))
+        return bad("field 'flash_merge_gap_pages' must be in [-1, 1048576]");
     return {};
 }
 
@@ -122,7 +126,7 @@ result<device_profile> device_load(const std::string& path) {
         f.expect_schema("sparselens.device", 1);
         f.reject_unknown({"schema", "version", "name", "display_name", "description", "aliases", "notes", "dram_bytes",
                           "dram_bandwidth", "flash_bandwidth", "flash_page_bytes", "flash_read_latency_s", "flash_iops",
-                          "overlap_io_compute"});
+                          "flash_batch_latency_s", "flash_merge_gap_pages", "overlap_io_compute"});
         d.name = f.string("name", true);
         if (d.name.empty()) f.fail("field 'name' must not be empty");
         d.display_name = f.string("display_name", false, d.name);
@@ -136,6 +140,8 @@ result<device_profile> device_load(const std::string& path) {
         d.flash_page_bytes = static_cast<uint32_t>(page);
         d.flash_read_latency_s = f.number("flash_read_latency_s", 0, 10, false, 0);
         d.flash_iops = f.number("flash_iops", 0, 1e12, false, 0);
+        d.flash_batch_latency_s = f.number("flash_batch_latency_s", 0, 10, false, 0);
+        d.flash_merge_gap_pages = static_cast<int32_t>(f.integer("flash_merge_gap_pages", -1, 1 << 20, false, -1));
         d.overlap_io_compute = f.boolean("overlap_io_compute", true);
     } catch (const detail::field_error& e) {
         return error{e.what()};

@@ -59,21 +59,34 @@ struct direct_reader::impl {
                std::to_string(r.bytes) + " bytes): the file shrank or is truncated";
     }
 
-    outcome read_uring() {
-        size_t next = 0, done = 0, inflight = 0;
-        std::string err;
+    size_t next = 0, done = 0, inflight = 0;
+    std::string err;
+
+    // Queues pieces up to the depth; `wait_for` completions are awaited in the same system call.
+    outcome submit_more(unsigned wait_for) {
+        while (next < pieces.size() && inflight < depth) {
+            io_uring_sqe* sqe = io_uring_get_sqe(&ring);
+            if (!sqe) break;
+            const read_request& r = pieces[next];
+            io_uring_prep_read(sqe, fd, r.dest, static_cast<unsigned>(r.bytes), r.offset);
+            io_uring_sqe_set_data64(sqe, next);
+            ++next;
+            ++inflight;
+        }
+        const int s = wait_for ? io_uring_submit_and_wait(&ring, wait_for) : io_uring_submit(&ring);
+        if (s < 0) return error{path + ": io_uring submit failed: " + std::strerror(-s)};
+        return {};
+    }
+
+    outcome start_uring() {
+        next = done = inflight = 0;
+        err.clear();
+        return submit_more(0);
+    }
+
+    outcome finish_uring() {
         while (done < pieces.size()) {
-            while (next < pieces.size() && inflight < depth) {
-                io_uring_sqe* sqe = io_uring_get_sqe(&ring);
-                if (!sqe) break;
-                const read_request& r = pieces[next];
-                io_uring_prep_read(sqe, fd, r.dest, static_cast<unsigned>(r.bytes), r.offset);
-                io_uring_sqe_set_data64(sqe, next);
-                ++next;
-                ++inflight;
-            }
-            const int s = io_uring_submit_and_wait(&ring, 1);
-            if (s < 0) return error{path + ": io_uring submit failed: " + std::strerror(-s)};
+            if (auto o = submit_more(1); !o) return o;
             io_uring_cqe* cqe = nullptr;
             unsigned head = 0, seen = 0;
             io_uring_for_each_cqe(&ring, head, cqe) {
@@ -133,8 +146,9 @@ result<std::unique_ptr<direct_reader>> direct_reader::open(const std::string& pa
 
 direct_reader::~direct_reader() = default;
 
-outcome direct_reader::read(std::span<const read_request> reqs) {
+outcome direct_reader::start(std::span<const read_request> reqs) {
     m->pieces.clear();
+    m->next = m->done = m->inflight = 0;
     for (const read_request& r : reqs) {
         if (r.offset % k_align || r.bytes % k_align || reinterpret_cast<uintptr_t>(r.dest) % k_align)
             return error{m->path + ": unaligned O_DIRECT request at offset " + std::to_string(r.offset)};
@@ -144,7 +158,19 @@ outcome direct_reader::read(std::span<const read_request> reqs) {
     if (m->pieces.empty()) return {};
     m->n_requests += m->pieces.size();
     for (const read_request& p : m->pieces) m->n_bytes += p.bytes;
-    return m->uring ? m->read_uring() : m->read_pread();
+    return m->uring ? m->start_uring() : outcome{};
+}
+
+outcome direct_reader::finish() {
+    if (m->pieces.empty()) return {};
+    outcome o = m->uring ? m->finish_uring() : m->read_pread();
+    m->pieces.clear();
+    return o;
+}
+
+outcome direct_reader::read(std::span<const read_request> reqs) {
+    if (auto o = start(reqs); !o) return o;
+    return finish();
 }
 
 const char* direct_reader::backend() const { return m->uring ? "io_uring" : "pread"; }

@@ -158,13 +158,28 @@ result<probe_result> probe_device(const probe_params& p) {
     r.dram_total_bytes = mem_total_bytes();
     if (!report(1.0f)) return cancelled();
 
-    // The profile: what the runtime's batched reads see. Requests are at most 1 MiB with up to 32 in
-    // flight, so bandwidth is the best 1 MiB figure and the command ceiling the best 4 KiB IOPS; each
-    // layer's batch waits for its reads, so I/O does not overlap compute.
-    double bw = r.sequential_bytes_per_s, iops = 0;
+    // The profile: what the runtime's batched reads see. A batch keeps up to 32 requests in flight, and
+    // at that depth the time per request of s bytes (1 / IOPS) is close to a + s / B from 4 KiB to 1 MiB:
+    // B from the smallest and largest read sizes (a least-squares fit would let the noise of the large
+    // reads swamp a), a the per-read cost (flash_read_latency_s, additive; no separate IOPS ceiling). A
+    // batch of one small read takes the QD 1 time: its fixed cost is that minus one read at depth. A gap
+    // of g pages inside one request costs g pages / B, cheaper than a separate request while
+    // g <= a * B / page: runs that close are merged. Each batch waits for its reads (no overlap).
+    const uint32_t fit_depth = *std::max_element(p.depths.begin(), p.depths.end());
+    const probe_point *small = nullptr, *large = nullptr, *small_qd1 = nullptr;
     for (const probe_point& pt : r.random) {
-        if (pt.read_bytes == (1u << 20)) bw = std::max(bw, pt.bytes_per_s);
-        if (pt.read_bytes == 4096) iops = std::max(iops, pt.iops);
+        if (pt.iops <= 0) continue;
+        if (pt.depth == 1 && (!small_qd1 || pt.read_bytes < small_qd1->read_bytes)) small_qd1 = &pt;
+        if (pt.depth != fit_depth) continue;
+        if (!small || pt.read_bytes < small->read_bytes) small = &pt;
+        if (!large || pt.read_bytes > large->read_bytes) large = &pt;
+    }
+    double bw = r.sequential_bytes_per_s, per_read = 0, batch = 0;
+    if (small && large && large->read_bytes > small->read_bytes) {
+        const double dt = 1.0 / large->iops - 1.0 / small->iops;
+        if (dt > 0) bw = (large->read_bytes - small->read_bytes) / dt;
+        per_read = std::max(0.0, 1.0 / small->iops - small->read_bytes / bw);
+        if (small_qd1 && small_qd1->read_bytes == small->read_bytes) batch = std::max(0.0, 1.0 / small_qd1->iops - 1.0 / small->iops);
     }
     sim::device_profile& d = r.profile;
     d.name = "this-machine";
@@ -174,8 +189,10 @@ result<probe_result> probe_device(const probe_params& p) {
     d.dram_bandwidth = r.dram_bytes_per_s;
     d.flash_bandwidth = bw;
     d.flash_page_bytes = 4096;
-    d.flash_read_latency_s = 0;
-    d.flash_iops = iops;
+    d.flash_read_latency_s = std::min(per_read, 1.0);
+    d.flash_iops = 0;
+    d.flash_batch_latency_s = std::min(batch, 1.0);
+    d.flash_merge_gap_pages = static_cast<int32_t>(std::min(256.0, per_read * bw / 4096.0));
     d.overlap_io_compute = false;
     return r;
 }

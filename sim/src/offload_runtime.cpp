@@ -24,16 +24,17 @@ bool input_kind(sim::unit_kind k) {
 
 const tensor_view& matrix_of(const layer_weights& lw, int i) { return i == 0 ? lw.w_gate : i == 1 ? lw.w_up : lw.w_down; }
 
-// The simulator's weight format of a storage type (its unit bytes then equal ours).
+// The simulator's weight format of a storage type (its unit bytes then equal ours): whole bits per
+// weight plus the rest of each block as per-group scale bits (Q4_0: 4 bits + 16 per 32; Q4_K: 4 + 32 per 64).
 sim::quant_format quant_of(dtype t) {
-    switch (t) {
-        case dtype::f32: return {32, 0, 0, 0};
-        case dtype::f16:
-        case dtype::bf16: return {16, 0, 0, 0};
-        case dtype::q8_0: return {8, 32, 16, 0};
-        case dtype::q4_0: return {4, 32, 16, 0};
-    }
-    return {};
+    const int64_t elems = dtype_block_elems(t), bits_per_block = dtype_block_bytes(t) * 8;
+    const uint32_t bits = static_cast<uint32_t>(bits_per_block / elems);
+    const int64_t rest = bits_per_block - elems * bits;
+    if (rest == 0) return {bits, 0, 0, 0};
+    for (int64_t k = 1; k <= elems; ++k)  // the fewest groups whose scale fits the simulator's 32 bits
+        if (elems % k == 0 && rest % k == 0 && rest / k <= 32)
+            return {bits, static_cast<uint32_t>(elems / k), static_cast<uint32_t>(rest / k), 0};
+    return {bits, 0, 0, 0};
 }
 
 const char* matrix_name(int i) { return i == 0 ? "W_gate" : i == 1 ? "W_up" : "W_down"; }
@@ -191,38 +192,33 @@ bool offload_runtime::load_stream(int32_t layer, size_t group, const std::vector
     m_cur.hits += st.hits;
     m_cur.misses += st.misses;
 
-    // Runs of consecutive missed ids, each one read of whole pages (as the simulator counts them).
+    // The simulator's reads (sim::plan_reads): runs of consecutive missed ids, merged across small gaps,
+    // each one read of whole pages into the read buffer.
+    sim::plan_reads(m_misses, pg.unit_bytes, static_cast<uint32_t>(pack_align), m_params.merge_gap_pages, m_runs);
     m_reqs.clear();
     m_miss_src.resize(m_misses.size());
     uint64_t cursor = 0;
-    for (size_t i = 0; i < m_misses.size();) {
-        size_t j = i + 1;
-        while (j < m_misses.size() && m_misses[j] == m_misses[j - 1] + 1) ++j;
-        const uint64_t start = reg.offset + uint64_t{m_misses[i]} * pg.unit_bytes;
-        const uint64_t end = start + (j - i) * pg.unit_bytes;
-        const uint64_t a0 = start / pack_align * pack_align, a1 = align_up(end);
-        if (cursor + (a1 - a0) > m_bounce.size) {
+    for (const sim::page_run& run : m_runs) {
+        const uint64_t bytes = run.n_pages * pack_align, first = run.first_page * pack_align;
+        if (cursor + bytes > m_bounce.size) {
             m_error = m_pack.path + ": read buffer too small (internal error)";
             return false;
         }
-        m_reqs.push_back({a0, a1 - a0, m_bounce.data + cursor});
-        for (size_t k = i; k < j; ++k) m_miss_src[k] = m_bounce.data + cursor + (start - a0) + (k - i) * pg.unit_bytes;
-        cursor += a1 - a0;
-        ++m_cur.runs;
-        i = j;
+        m_reqs.push_back({reg.offset + first, bytes, m_bounce.data + cursor});
+        for (uint32_t k = run.first_miss; k < run.end_miss; ++k)
+            m_miss_src[k] = m_bounce.data + cursor + (uint64_t{m_misses[k]} * pg.unit_bytes - first);
+        cursor += bytes;
     }
+    m_cur.runs += m_runs.size();
     const uint64_t req0 = m_reader->requests();
-    const auto t_io = clock_type::now();
-    if (auto o = m_reader->read(m_reqs); !o) {
+    if (auto o = m_reader->start(m_reqs); !o) {
         m_error = o.message();
         return false;
     }
-    m_cur.io_seconds += since(t_io);
-    m_cur.bytes_read += cursor;
-    m_cur.requests += m_reader->requests() - req0;
-
+    // While the reads are in flight: free the evicted units' slots and stage the hits (they have slots;
+    // this token's misses get theirs once read).
     const auto t_copy = clock_type::now();
-    for (uint32_t slot = 0; slot < s.owner.size(); ++slot) {  // evicted units free their slots
+    for (uint32_t slot = 0; slot < s.owner.size(); ++slot) {
         const uint32_t u = s.owner[slot];
         if (u != k_no_owner && !s.cache.resident(u)) {
             s.slot_of[u] = -1;
@@ -230,8 +226,35 @@ bool offload_runtime::load_stream(int32_t layer, size_t group, const std::vector
             s.free_slots.push_back(slot);
         }
     }
-    for (size_t k = 0; k < m_misses.size(); ++k) {  // misses the policy cached
+    auto stage = [&](uint32_t u, const uint8_t* src) {
+        for (const pack_segment& seg : pg.segments) {
+            const tensor_view& v = m_stage_view[seg.matrix][seg.cols_major];
+            std::memcpy(const_cast<uint8_t*>(v.row(u)), src, seg.bytes());
+            src += seg.bytes();
+        }
+    };
+    size_t n_staged = 0;
+    for (uint32_t u : active)
+        if (s.slot_of[u] >= 0) {
+            stage(u, s.slots + uint64_t(s.slot_of[u]) * s.unit_bytes);
+            ++n_staged;
+        }
+    m_cur.copy_seconds += since(t_copy);
+
+    const auto t_io = clock_type::now();
+    if (auto o = m_reader->finish(); !o) {
+        m_error = o.message();
+        return false;
+    }
+    m_cur.io_seconds += since(t_io);
+    m_cur.bytes_read += cursor;
+    m_cur.requests += m_reader->requests() - req0;
+
+    const auto t_fill = clock_type::now();
+    for (size_t k = 0; k < m_misses.size(); ++k) {  // misses: staged, and cached where the policy keeps them
         const uint32_t u = m_misses[k];
+        stage(u, m_miss_src[k]);
+        ++n_staged;
         if (!s.cache.resident(u)) continue;
         if (s.free_slots.empty()) {
             m_error = "offload: cache slots exhausted (internal error)";
@@ -243,24 +266,12 @@ bool offload_runtime::load_stream(int32_t layer, size_t group, const std::vector
         s.owner[slot] = u;
         std::memcpy(s.slots + uint64_t{slot} * s.unit_bytes, m_miss_src[k], s.unit_bytes);
     }
-    size_t k = 0;
-    for (uint32_t u : active) {  // the active units into the rows the kernels read
-        while (k < m_misses.size() && m_misses[k] < u) ++k;
-        const uint8_t* src = s.slot_of[u] >= 0 ? s.slots + uint64_t(s.slot_of[u]) * s.unit_bytes
-                             : (k < m_misses.size() && m_misses[k] == u) ? m_miss_src[k]
-                                                                         : nullptr;
-        if (!src) {
-            m_error = "offload: unit " + std::to_string(u) + " of layer " + std::to_string(layer) +
-                      " is neither cached nor read (internal error)";
-            return false;
-        }
-        for (const pack_segment& seg : pg.segments) {
-            const tensor_view& v = m_stage_view[seg.matrix][seg.cols_major];
-            std::memcpy(const_cast<uint8_t*>(v.row(u)), src, seg.bytes());
-            src += seg.bytes();
-        }
+    if (n_staged != active.size()) {
+        m_error = "offload: layer " + std::to_string(layer) + ": " + std::to_string(active.size() - n_staged) +
+                  " active units neither cached nor read (internal error)";
+        return false;
     }
-    m_cur.copy_seconds += since(t_copy);
+    m_cur.copy_seconds += since(t_fill);
     return true;
 }
 

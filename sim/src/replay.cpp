@@ -51,7 +51,7 @@ void run_stream(const trace& t, const detail::sim_setup& su, uint32_t stream, st
         x.inserted = st.inserted;
         x.evicted = st.evicted;
         x.n_resident = cache.n_resident();
-        detail::misses_to_reads(js.misses, ub, page, x);
+        detail::misses_to_reads(js.misses, ub, page, x, su.p.device.flash_merge_gap_pages);
     }
 }
 

@@ -26,17 +26,19 @@ uint32_t unit_bitset::count() const {
 }
 
 token_report token_cost(const device_profile& d, uint64_t dram_bytes, uint64_t flash_bytes, uint64_t flash_reads,
-                        double compute_s) {
+                        double compute_s, uint64_t flash_batches) {
     token_report r;
     r.dram_bytes = dram_bytes;
     r.flash_bytes = flash_bytes;
     r.flash_reads = flash_reads;
+    r.flash_batches = flash_batches;
     // The DRAM read is a floor on the engine's time; a measured compute time per token replaces it when
     // larger (a CPU that is not memory bound).
     r.dram_time_s = std::max(static_cast<double>(dram_bytes) / d.dram_bandwidth, compute_s);
     double transfer = static_cast<double>(flash_bytes) / d.flash_bandwidth;
     if (d.flash_iops > 0) transfer = std::max(transfer, static_cast<double>(flash_reads) / d.flash_iops);
-    r.flash_time_s = transfer + static_cast<double>(flash_reads) * d.flash_read_latency_s;
+    r.flash_time_s = transfer + static_cast<double>(flash_reads) * d.flash_read_latency_s +
+                     static_cast<double>(flash_batches) * d.flash_batch_latency_s;
     r.latency_s = d.overlap_io_compute ? std::max(r.dram_time_s, r.flash_time_s) : r.dram_time_s + r.flash_time_s;
     return r;
 }
@@ -46,6 +48,28 @@ uint64_t flash_run_bytes(uint64_t first, uint64_t count, uint64_t unit_bytes, ui
     const uint64_t start = first * unit_bytes, end = (first + count) * unit_bytes;
     if (page_bytes <= 1) return end - start;
     return ((end - 1) / page_bytes - start / page_bytes + 1) * page_bytes;
+}
+
+void plan_reads(std::span<const uint32_t> misses, uint64_t unit_bytes, uint32_t page_bytes, int32_t gap_pages,
+                std::vector<page_run>& out) {
+    out.clear();
+    const uint64_t pb = page_bytes > 1 ? page_bytes : 1;
+    const uint32_t* m = misses.data();
+    const size_t n = misses.size();
+    for (size_t i = 0; i < n;) {
+        size_t j = i + 1;
+        while (j < n && m[j] == m[j - 1] + 1) ++j;
+        const uint64_t p0 = uint64_t{m[i]} * unit_bytes / pb, p1 = ((uint64_t{m[j - 1]} + 1) * unit_bytes - 1) / pb + 1;
+        if (gap_pages >= 0 && !out.empty() &&
+            p0 <= out.back().first_page + out.back().n_pages + static_cast<uint64_t>(gap_pages)) {
+            page_run& r = out.back();
+            r.n_pages = std::max(r.first_page + r.n_pages, p1) - r.first_page;
+            r.end_miss = static_cast<uint32_t>(j);
+        } else {
+            out.push_back({p0, p1 - p0, static_cast<uint32_t>(i), static_cast<uint32_t>(j)});
+        }
+        i = j;
+    }
 }
 
 std::vector<double> layer_weights_from_misses(const run_report& r) {
@@ -103,11 +127,19 @@ result<sim_setup> setup_build(const model_shape& shape, const mlp_layout& layout
 }
 
 void misses_to_reads(std::span<const uint32_t> misses, uint64_t unit_bytes, uint32_t page_bytes,
-                     stream_token_stats& out) {
+                     stream_token_stats& out, int32_t gap_pages) {
     out.reads = 0;
     out.flash_bytes = 0;
     const size_t n = misses.size();
     if (n == 0) return;
+    if (gap_pages >= 0) {  // merged runs: exactly the runtime's reads
+        thread_local std::vector<page_run> runs;
+        plan_reads(misses, unit_bytes, page_bytes, gap_pages, runs);
+        const uint64_t pb = page_bytes > 1 ? page_bytes : 1;
+        for (const page_run& r : runs) out.flash_bytes += r.n_pages * pb;
+        out.reads = static_cast<uint32_t>(runs.size());
+        return;
+    }
     const uint32_t* m = misses.data();
     const bool pow2 = page_bytes <= 1 || (page_bytes & (page_bytes - 1)) == 0;
     if (!pow2) {  // rare: one division pair per run
@@ -140,6 +172,7 @@ void misses_to_reads(std::span<const uint32_t> misses, uint64_t unit_bytes, uint
 token_report token_total(const sim_setup& su, uint32_t token, std::span<const stream_token_stats> streams) {
     uint64_t hits = 0, misses = 0, inserted = 0, evicted = 0;
     uint64_t dram = su.static_dram_bytes, flash = su.static_flash_bytes, reads = su.static_flash_reads;
+    uint64_t batches = su.static_flash_reads;  // one per layer that streams its static overflow
     for (size_t s = 0; s < streams.size(); ++s) {
         const stream_token_stats& x = streams[s];
         hits += x.hits;
@@ -149,8 +182,9 @@ token_report token_total(const sim_setup& su, uint32_t token, std::span<const st
         dram += uint64_t{x.hits} * su.unit_bytes[s];
         flash += x.flash_bytes;
         reads += x.reads;
+        batches += x.reads > 0;
     }
-    token_report r = token_cost(su.p.device, dram, flash, reads, su.p.compute_seconds_per_token);
+    token_report r = token_cost(su.p.device, dram, flash, reads, su.p.compute_seconds_per_token, batches);
     r.token = token;
     r.hits = hits;
     r.misses = misses;

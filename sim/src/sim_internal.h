@@ -26,9 +26,10 @@ struct sim_setup {
 // `mode` names the caller in messages; Belady is refused unless `offline`.
 result<sim_setup> setup_build(const model_shape& shape, const mlp_layout& layout, const sim_params& p, bool offline);
 
-// Flash bytes (page-rounded) and read count of one token's ascending misses in one stream.
+// Flash bytes (page-rounded) and read count of one token's ascending misses in one stream; runs merged
+// as plan_reads does when gap_pages >= 0.
 void misses_to_reads(std::span<const uint32_t> misses, uint64_t unit_bytes, uint32_t page_bytes,
-                     stream_token_stats& out);
+                     stream_token_stats& out, int32_t gap_pages = -1);
 
 // One token's totals and latency from its per-stream counters.
 token_report token_total(const sim_setup& su, uint32_t token, std::span<const stream_token_stats> streams);

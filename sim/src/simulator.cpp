@@ -57,7 +57,7 @@ result<token_report> simulator::step(std::span<const std::span<const uint32_t>> 
         x.inserted = a.inserted;
         x.evicted = a.evicted;
         x.n_resident = s.caches[st].n_resident();
-        detail::misses_to_reads(s.misses, s.su.unit_bytes[st], page, x);
+        detail::misses_to_reads(s.misses, s.su.unit_bytes[st], page, x, s.su.p.device.flash_merge_gap_pages);
         if (s.t >= s.su.p.warmup_tokens) detail::stream_sum_add(s.sums[st], x, s.su.unit_bytes[st]);
     }
     token_report r = detail::token_total(s.su, s.t, s.last);

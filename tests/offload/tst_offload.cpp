@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include "sparselens/core/context.h"
@@ -73,7 +74,7 @@ struct built {
 };
 
 built make_runtime(const std::string& pack, const sparsity_method& meth, uint64_t dram, int32_t n_ctx,
-                   const std::string& io = "auto") {
+                   const std::string& io = "auto", int32_t gap = -1) {
     built b;
     auto p = pack_open(pack, fx().m, fx().sha);
     if (!p) {
@@ -85,6 +86,7 @@ built make_runtime(const std::string& pack, const sparsity_method& meth, uint64_
     op.policy = sim::cache_policy::lfu;
     op.n_ctx = n_ctx;
     op.io_backend = io;
+    op.merge_gap_pages = gap;
     auto rt = offload_runtime::create(fx().m, *p, meth.traits(), op);
     if (!rt) {
         b.error = rt.message();
@@ -104,7 +106,9 @@ uint64_t resident_of(const std::string& pack, const sparsity_method& meth, int32
     return b.rt->resident().total();
 }
 
-void expect_identical_to_in_ram(const std::string& name, const std::string& layout, const std::string& io) {
+// Returns the reads per token (the runtime's and the simulator's, which must agree).
+double expect_identical_to_in_ram(const std::string& name, const std::string& layout, const std::string& io,
+                                  int32_t gap = -1) {
     const fixture& f = fx();
     const std::string pack = pack_for(layout);
     auto m_ram = method(name), m_off = method(name);
@@ -112,15 +116,21 @@ void expect_identical_to_in_ram(const std::string& name, const std::string& layo
     const uint64_t mlp = pack_open(pack, f.m, f.sha)->mlp_bytes();
     const uint64_t budget = resident_of(pack, *m_off, n_ctx) + mlp * 3 / 10;  // caches: 30% of the MLP
 
-    built b = make_runtime(pack, *m_off, budget, n_ctx, io);
-    ASSERT_TRUE(b.rt) << b.error;
+    built b = make_runtime(pack, *m_off, budget, n_ctx, io, gap);
+    if (!b.rt) {
+        ADD_FAILURE() << b.error;
+        return 0;
+    }
     offload_runtime& rt = *b.rt;
     context_params cp = context_default_params();
     cp.n_ctx = n_ctx;
     context off = context::create(f.m, cp).value();
     off.set_mlp_source(&rt);
     off.set_method(m_off.get());
-    ASSERT_TRUE(rt.allocate(off.layout_bytes()).ok());
+    if (!rt.allocate(off.layout_bytes()).ok()) {
+        ADD_FAILURE() << "allocate failed";
+        return 0;
+    }
     off.set_residency(&rt);
     EXPECT_LE(rt.resident().total() + rt.cache_capacity_bytes(), budget);
 
@@ -128,10 +138,11 @@ void expect_identical_to_in_ram(const std::string& name, const std::string& layo
     // follows the offloaded run.
     sim::sim_params base = sim::sim_default_params();
     base.policy = sim::cache_policy::lfu;
+    base.device.flash_merge_gap_pages = gap;
     const sim::sim_params sp = offload_sim_params(rt, base);
     auto sim_ram = sim::sim_residency::create(sim::shape_from_model(f.m), rt.map().layout, sp).value();
     auto sim_off = sim::sim_residency::create(sim::shape_from_model(f.m), rt.map().layout, sp).value();
-    ASSERT_EQ(sim_ram->sim().alloc().stream_capacity, rt.alloc().stream_capacity);
+    EXPECT_EQ(sim_ram->sim().alloc().stream_capacity, rt.alloc().stream_capacity);
     rt.forward_to(sim_off.get());
     context ram = context::create(f.m, cp).value();
     ram.set_method(m_ram.get());
@@ -142,32 +153,93 @@ void expect_identical_to_in_ram(const std::string& name, const std::string& layo
         const float* a = ram.decode(f.tokens[pos], static_cast<int32_t>(pos));
         std::vector<float> want(a, a + vocab);
         const float* o = off.decode(f.tokens[pos], static_cast<int32_t>(pos));
-        ASSERT_TRUE(rt.last_error().empty()) << rt.last_error();
-        ASSERT_EQ(0, std::memcmp(want.data(), o, vocab * sizeof(float))) << name << ": logits differ at position " << pos;
-        ASSERT_EQ(rt.tokens().size(), pos + 1);
+        if (!rt.last_error().empty() || rt.tokens().size() != pos + 1) {
+            ADD_FAILURE() << "position " << pos << ": " << rt.last_error();
+            return 0;
+        }
+        if (std::memcmp(want.data(), o, vocab * sizeof(float)) != 0) {
+            ADD_FAILURE() << name << ": logits differ at position " << pos;
+            return 0;
+        }
         EXPECT_LE(rt.tokens().back().cache_bytes, rt.cache_capacity_bytes()) << "cache over budget at " << pos;
     }
-    uint64_t hits = 0, misses = 0, bytes = 0, sim_bytes = 0, sim_hits = 0;
+    uint64_t hits = 0, misses = 0, bytes = 0, runs = 0, sim_bytes = 0, sim_hits = 0, sim_reads = 0;
     for (const offload_token& t : rt.tokens()) {
         hits += t.hits;
         misses += t.misses;
         bytes += t.bytes_read;
+        runs += t.runs;
     }
     const sim::run_report sr = sim_off->sim().report();
     for (const sim::token_report& t : sr.tokens) {
         sim_bytes += t.flash_bytes;
         sim_hits += t.hits;
+        sim_reads += t.flash_reads;
     }
+    EXPECT_EQ(runs, sim_reads) << "the runtime's reads must be the simulator's";
     EXPECT_GT(misses, hits / 10) << "the budget should force misses";
     EXPECT_EQ(hits, sim_hits);
     EXPECT_EQ(bytes, sim_bytes) << "O_DIRECT bytes read must equal the simulator's page-rounded flash bytes";
     EXPECT_LE(rt.peak_cache_bytes(), rt.cache_capacity_bytes());
     std::printf("%s (%s, %s): hit rate %.3f, %.0f bytes read per token\n", name.c_str(), layout.c_str(), rt.io_backend(),
                 double(hits) / double(hits + misses), double(bytes) / double(rt.tokens().size()));
+    return double(runs) / double(rt.tokens().size());
 }
 
 TEST(Offload, DipIsBitIdenticalToInRam) { expect_identical_to_in_ram("dip", "dip", "auto"); }
 TEST(Offload, DipCaReadsTheRealCacheAndIsBitIdentical) { expect_identical_to_in_ram("dip-ca", "dip", "auto"); }
+TEST(Offload, MergedRunsAreFewerReadsAndStillBitIdentical) {
+    // DIP's masks do not depend on the cache, so the three runs miss the same units: merging runs that
+    // share a page, then gaps of up to 3 pages, can only lower the number of reads.
+    const double none = expect_identical_to_in_ram("dip", "dip", "auto", -1);
+    const double shared = expect_identical_to_in_ram("dip", "dip", "auto", 0);
+    const double gaps = expect_identical_to_in_ram("dip", "dip", "pread", 3);
+    EXPECT_LT(shared, none);
+    EXPECT_LT(gaps, shared);
+}
+
+TEST(Offload, PlanReadsMatchesABruteForceReference) {
+    std::mt19937 rng(7);
+    std::vector<sim::page_run> runs;
+    for (int iter = 0; iter < 300; ++iter) {
+        const uint64_t unit = 1 + rng() % 9000;
+        const int32_t gap = static_cast<int32_t>(rng() % 5) - 1;
+        std::vector<uint32_t> miss;
+        for (uint32_t u = 0; u < 400; ++u)
+            if (rng() % 3 == 0) miss.push_back(u);
+        sim::plan_reads(miss, unit, 4096, gap, runs);
+        // Reference: pages of each unit; reads are maximal groups of needed pages whose holes are at most
+        // `gap` pages (gap -1: one read per run of consecutive units, shared pages read twice).
+        std::vector<std::pair<uint64_t, uint64_t>> want;  // [first, end) pages
+        for (size_t i = 0; i < miss.size();) {
+            size_t j = i + 1;
+            while (j < miss.size() && miss[j] == miss[j - 1] + 1) ++j;
+            const uint64_t p0 = miss[i] * unit / 4096, p1 = ((miss[j - 1] + 1) * unit - 1) / 4096 + 1;
+            if (gap >= 0 && !want.empty() && p0 <= want.back().second + static_cast<uint64_t>(gap))
+                want.back().second = std::max(want.back().second, p1);
+            else
+                want.emplace_back(p0, p1);
+            i = j;
+        }
+        ASSERT_EQ(runs.size(), want.size());
+        uint32_t covered = 0;
+        for (size_t r = 0; r < runs.size(); ++r) {
+            EXPECT_EQ(runs[r].first_page, want[r].first);
+            EXPECT_EQ(runs[r].first_page + runs[r].n_pages, want[r].second);
+            EXPECT_EQ(runs[r].first_miss, covered);
+            for (uint32_t k = runs[r].first_miss; k < runs[r].end_miss; ++k) {  // every miss inside its read
+                EXPECT_GE(miss[k] * unit, runs[r].first_page * 4096);
+                EXPECT_LE((miss[k] + 1) * unit, (runs[r].first_page + runs[r].n_pages) * 4096);
+            }
+            covered = runs[r].end_miss;
+        }
+        EXPECT_EQ(covered, miss.size());
+        if (gap >= 0)
+            for (size_t r = 1; r < runs.size(); ++r)
+                EXPECT_GT(runs[r].first_page, runs[r - 1].first_page + runs[r - 1].n_pages + gap);
+    }
+}
+
 TEST(Offload, PreadFallbackGivesTheSameRun) { expect_identical_to_in_ram("dip-ca", "dip", "pread"); }
 TEST(Offload, GluWithStaticGateAndUp) { expect_identical_to_in_ram("glu", "down_column", "auto"); }
 

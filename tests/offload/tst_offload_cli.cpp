@@ -65,6 +65,34 @@ TEST(OffloadCli, MeasuredBytesEqualTheSimulatorAndTheKernel) {
     EXPECT_LE(j["resident"]["total"].get<uint64_t>() + j["cache_capacity_bytes"].get<uint64_t>(), 1800000u);
 }
 
+TEST(OffloadCli, EvalOffloadReportsMeasuredNextToSimulatedWithMergedRuns) {
+    // A profile whose runs merge across gaps of 2 pages: the runtime and the simulator must still agree.
+    const std::string dev = scratch("merge-device.json");
+    std::ofstream(dev) << R"({"schema": "sparselens.device", "version": 1, "name": "merge-test", "dram_bytes": "2MB",
+        "dram_bandwidth": "10GB/s", "flash_bandwidth": "1GB/s", "flash_page_bytes": 4096, "flash_read_latency_s": 2e-5,
+        "flash_batch_latency_s": 1e-4, "flash_merge_gap_pages": 2, "overlap_io_compute": false})";
+    const std::string args = "eval " + q("models/stories260K_f32.bin") + " " + q("text/tinystories_sample.txt") + " -z " +
+                             q("models/tok512.bin") + " --config " + fx().config + " --offload --pack " + fx().pack +
+                             " --device " + dev + " --dram 1.8MB -n 40";
+    const auto r = run_cli(args + " --json");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out)["offload"];
+    const auto &m = j["measured"], &s = j["simulated"];
+    EXPECT_GT(m["bytes_read_per_token"].get<double>(), 0.0);
+    EXPECT_DOUBLE_EQ(m["bytes_read_per_token"].get<double>(), s["bytes_read_per_token"].get<double>());
+    EXPECT_DOUBLE_EQ(m["runs_per_token"].get<double>(), s["reads_per_token"].get<double>());
+    EXPECT_DOUBLE_EQ(m["hit_rate"].get<double>(), s["hit_rate"].get<double>());
+    EXPECT_GT(s["io_wait_share"].get<double>(), 0.0);
+    EXPECT_LT(s["io_wait_share"].get<double>(), 1.0);
+    const auto t = run_cli(args);
+    ASSERT_EQ(t.code, 0) << t.err;
+    for (const char* row : {"tokens/s", "bytes read/token", "hit rate", "I/O-wait share", "measured", "simulated"})
+        EXPECT_NE(t.out.find(row), std::string::npos) << row << " missing in\n" << t.out;
+    const auto bad = run_cli("eval " + q("models/stories260K_f32.bin") + " " + q("text/tinystories_sample.txt") + " -z " +
+                             q("models/tok512.bin") + " --offload");
+    expect_one_line_failure(bad, "needs --config");
+}
+
 TEST(OffloadCli, BudgetBelowTheResidentPart) {
     expect_one_line_failure(run_cli(run_args("--dram 100KB")), "is below the resident part");
 }

@@ -21,6 +21,12 @@ struct device_profile {
     uint32_t flash_page_bytes = 0;     // read granularity; 0 or 1 = byte-exact reads
     double flash_read_latency_s = 0;   // fixed cost per read command, 0 = none
     double flash_iops = 0;             // read commands per second ceiling, 0 = unlimited
+    // Fixed cost per read batch (a layer's misses of one unit group, submitted together and waited for):
+    // submission, the first read's latency, the waiting thread's wake-up. 0 = none.
+    double flash_batch_latency_s = 0;
+    // Runs of one batch whose gap is at most this many pages are read as one request (the gap is read
+    // too: cheaper than a request); 0 merges runs sharing or touching a page; -1 = every run its own read.
+    int32_t flash_merge_gap_pages = -1;
     bool overlap_io_compute = true;    // flash reads overlap DRAM-bound compute (latency = max, else sum)
 
     bool operator==(const device_profile&) const = default;

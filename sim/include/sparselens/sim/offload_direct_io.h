@@ -26,6 +26,11 @@ public:
     // Reads every request (split into pieces of at most 1 MiB, at most queue_depth in flight); a short
     // read or an I/O error is a one-line error naming the file and the offset.
     outcome read(std::span<const read_request> reqs);
+    // read() in two halves: start() queues the requests (io_uring: the first queue_depth go to the
+    // device at once) and returns; finish() waits for all of them. The caller may work in between (the
+    // runtime copies its cache hits) but must not touch the destinations. pread does all in finish().
+    outcome start(std::span<const read_request> reqs);
+    outcome finish();
     const char* backend() const;
     uint64_t requests() const;  // pieces submitted so far
     uint64_t bytes() const;     // bytes read so far

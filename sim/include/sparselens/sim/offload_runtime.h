@@ -26,6 +26,9 @@ struct offload_params {
     int32_t n_ctx = 0;  // KV cache positions (counted as resident)
     std::string io_backend = "auto";
     uint32_t queue_depth = 32;
+    // Runs of a batch closer than this many pages are read as one request (sim::plan_reads; the
+    // device profile's flash_merge_gap_pages, so the simulator counts the same reads); -1 = no merging.
+    int32_t merge_gap_pages = -1;
 };
 
 // DRAM the run holds besides the MLP caches (bytes as stored in memory here).
@@ -107,6 +110,7 @@ private:
     std::vector<uint8_t> m_all_inputs, m_all_neurons;
     std::vector<uint32_t> m_active, m_misses;
     std::vector<read_request> m_reqs;
+    std::vector<sim::page_run> m_runs;
     std::vector<const uint8_t*> m_miss_src;
     residency_source* m_forward = nullptr;
     std::vector<offload_token> m_tokens;

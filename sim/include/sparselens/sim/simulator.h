@@ -44,6 +44,7 @@ struct token_report {
     uint32_t token = 0;
     uint64_t hits = 0, misses = 0, inserted = 0, evicted = 0;
     uint64_t dram_bytes = 0, flash_bytes = 0, flash_reads = 0;
+    uint64_t flash_batches = 0;  // streams that read this token (each its own batch, waited for)
     double dram_time_s = 0, flash_time_s = 0, latency_s = 0;
 };
 
@@ -73,10 +74,24 @@ struct run_report {
 };
 
 // The latency rule for one token (docs/simulator.md): t_dram = dram/B_dram,
-// t_flash = max(flash/B_flash, reads/iops) + reads*latency, latency = max or sum (overlap).
-// compute_s (optional): measured engine time per token without I/O; t_dram = max(dram/B_dram, compute_s).
+// t_flash = max(flash/B_flash, reads/iops) + reads*latency + batches*batch_latency, latency = max or sum
+// (overlap). compute_s (optional): measured engine time per token without I/O; t_dram = max(dram/B_dram,
+// compute_s).
 token_report token_cost(const device_profile& d, uint64_t dram_bytes, uint64_t flash_bytes, uint64_t flash_reads,
-                        double compute_s = 0);
+                        double compute_s = 0, uint64_t flash_batches = 0);
+
+// One read of a batch: pages [first_page, first_page + n_pages) of a stream's region (units packed from a
+// page-aligned start), serving misses [first_miss, end_miss) (indices into the ascending miss list).
+struct page_run {
+    uint64_t first_page = 0, n_pages = 0;
+    uint32_t first_miss = 0, end_miss = 0;
+};
+// The reads of one stream's ascending misses: each run of consecutive ids covers whole pages; with
+// gap_pages >= 0 a run starting at most gap_pages pages after the previous read's end joins it (the gap is
+// read too), so runs sharing a page become one read. page_bytes <= 1: byte-exact ("pages" are bytes).
+// The runtime (offload_runtime) reads exactly these; the simulator counts them.
+void plan_reads(std::span<const uint32_t> misses, uint64_t unit_bytes, uint32_t page_bytes, int32_t gap_pages,
+                std::vector<page_run>& out);
 
 // Flash bytes of one read of `count` consecutive units from unit `first`, with units of `unit_bytes`
 // packed from a page-aligned start: whole pages touched (byte-exact when page_bytes <= 1).
