@@ -6,6 +6,7 @@
 #include <omp.h>
 
 #include "dense_internal.h"
+#include "quant_unpack.h"
 
 namespace sl::kernels {
 namespace {
@@ -73,40 +74,52 @@ void check_view(const tensor_view& w) {
 
 }  // namespace
 
-void gemv(const tensor_view& w, const float* x, float* y, int n_threads) {
-    check_view(w);
-    if (w.rows <= 0) return;
-    if (w.cols == 0) {
-        std::fill(y, y + w.rows, 0.0f);
-        return;
+void gemv(const tensor_view& w, const float* x, float* y, int n_threads) { gemv_multi(&w, &y, 1, x, n_threads); }
+
+void gemv_multi(const tensor_view* ws, float* const* ys, int n_mats, const float* x, int n_threads) {
+    int64_t bytes = 0, units = 0;
+    for (int i = 0; i < n_mats; ++i) {
+        check_view(ws[i]);
+        assert(ws[i].cols == ws[0].cols && "gemv_multi: every matrix reads the same x");
+        if (ws[i].rows > 0 && ws[i].cols == 0) std::fill(ys[i], ys[i] + ws[i].rows, 0.0f);
+        if (ws[i].rows <= 0 || ws[i].cols == 0) continue;
+        bytes += ws[i].bytes();
+        units += (ws[i].rows + 3) / 4;
     }
+    if (units == 0) return;
     const detail::kernel_table& kt = detail::active_table();
-    const detail::rows_fn fn = kt.rows[static_cast<int>(w.type)];
-    const bool quantized = dtype_is_quantized(w.type);
-    const int64_t rb = w.row_bytes();
-    const int nt = pick_threads(n_threads, w.bytes(), (w.rows + 3) / 4);
-    // Each thread quantizes x into its own scratch (O(cols), tiny next to its rows): no serial
-    // section and no barrier, so a worker that slept in between does not stall the others.
-    auto run = [&](int64_t r0, int64_t r1) {
-        const void* xa = x;
-        if (quantized) {
-            act_scratch& sc = thread_act_scratch();
-            sc.reserve(1, w.cols);
-            sc.quantize(kt, w.type, x, 0, w.cols);
-            xa = sc.views.data();
+    const int nt = pick_threads(n_threads, bytes, units);
+    // Thread t of nt takes its share of every matrix. Each thread quantizes x into its own scratch
+    // (O(cols), tiny next to its rows): no serial section and no barrier, so a worker that slept in
+    // between does not stall the others; consecutive matrices of one activation kind reuse it.
+    auto run = [&](int t, int team) {
+        int quantized_as = -1;  // act_kind the scratch holds x in, -1: none yet
+        for (int i = 0; i < n_mats; ++i) {
+            const tensor_view& w = ws[i];
+            if (w.rows <= 0 || w.cols == 0) continue;
+            int64_t r0, r1;
+            split_rows(w.rows, team, t, r0, r1);
+            if (r1 <= r0) continue;
+            const void* xa = x;
+            if (dtype_is_quantized(w.type)) {
+                act_scratch& sc = thread_act_scratch();
+                const int kind = static_cast<int>(detail::quant_info(w.type).act);
+                if (kind != quantized_as) {
+                    sc.reserve(1, w.cols);
+                    sc.quantize(kt, w.type, x, 0, w.cols);
+                    quantized_as = kind;
+                }
+                xa = sc.views.data();
+            }
+            kt.rows[static_cast<int>(w.type)](w.row(r0), w.row_bytes(), r1 - r0, w.cols, xa, ys[i] + r0);
         }
-        fn(w.row(r0), rb, r1 - r0, w.cols, xa, y + r0);
     };
     if (nt == 1) {
-        run(0, w.rows);
+        run(0, 1);
         return;
     }
 #pragma omp parallel num_threads(nt)
-    {
-        int64_t r0, r1;
-        split_rows(w.rows, omp_get_num_threads(), omp_get_thread_num(), r0, r1);
-        if (r1 > r0) run(r0, r1);
-    }
+    run(omp_get_thread_num(), omp_get_num_threads());
 }
 
 void gemm(const tensor_view& w, const float* x, int64_t n, float* y, int n_threads) {

@@ -168,6 +168,39 @@ TEST_P(quant_type, input_sparse_and_fused_mlp_on_layout_copies) {
     }
 }
 
+// gemv_multi (decode's q/k/v and gate/up in one call) equals separate gemv calls bit for bit, also when
+// the matrices take differently quantized activations (Q4_K/Q6_K: Q8_K; Q4_0: f32-scaled Q8; F16: f32).
+TEST(gemv_multi, equals_separate_gemv_calls) {
+    const int64_t cols = 512;
+    const std::vector<float> x = make_x(cols, 31);
+    std::vector<matrix> ms;  // views re-pointed below: the list's copies own the bytes
+    for (const auto& [t, rows] : std::vector<std::pair<dtype, int64_t>>{
+             {dtype::q4_k, 70}, {dtype::q6_k, 9}, {dtype::q4_k, 33}, {dtype::q4_0, 40}, {dtype::iq4_nl, 17}}) {
+        ms.push_back(random_blocks(t, rows, cols, 100 + ms.size()));
+        ms.back().view.data = ms.back().bytes.data();
+    }
+    isa_guard guard;
+    for (k::isa i : isas()) {
+        k::set_active_isa(i);
+        std::vector<tensor_view> views;
+        std::vector<std::vector<float>> sep, multi;
+        std::vector<float*> ys;
+        for (const matrix& m : ms) {
+            views.push_back(m.view);
+            sep.emplace_back(static_cast<size_t>(m.view.rows));
+            multi.emplace_back(static_cast<size_t>(m.view.rows), -1.0f);
+            k::gemv(m.view, x.data(), sep.back().data(), 1);
+        }
+        for (auto& y : multi) ys.push_back(y.data());
+        for (int threads : {1, 2, 3}) {
+            k::gemv_multi(views.data(), ys.data(), static_cast<int>(views.size()), x.data(), threads);
+            for (size_t j = 0; j < ms.size(); ++j)
+                EXPECT_EQ(0, std::memcmp(sep[j].data(), multi[j].data(), sep[j].size() * 4))
+                    << "matrix " << j << " " << dtype_name(ms[j].view.type) << " threads " << threads << " " << k::isa_name(i);
+        }
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(new_types, quant_type, ::testing::ValuesIn(k_new_types),
                          [](const auto& p) { return std::string(dtype_name(p.param)); });
 

@@ -35,6 +35,11 @@ void quantize_row(dtype t, const float* src, void* dst, int64_t n);
 // squared error for Gaussian-like x. Results do not depend on n_threads (bit-identical).
 void gemv(const tensor_view& w, const float* x, float* y, int n_threads);
 
+// ys[i] = ws[i] x for i < n_mats (q/k/v, gate/up: several matrices reading the same x), in one parallel
+// region, x quantized once per thread for all matrices that take the same activations. Each ys[i] is
+// bit-identical to gemv(ws[i], x, ys[i], ...); in decode this saves the threads' wake-ups between them.
+void gemv_multi(const tensor_view* ws, float* const* ys, int n_mats, const float* x, int n_threads);
+
 // Y[t, r] = sum_c W[r, c] * X[t, c] for t < n (prefill); X is [n, cols], Y is [n, rows], row-major.
 // F32: each Y row is bit-identical to gemv() of that token on the same ISA. For n >= 2, F16/BF16 run
 // a blocked f32 GEMM (8 rows widened once, 32 tokens per register tile, one FMA chain per output in
