@@ -75,41 +75,44 @@ token_scratch& thread_tokens() {
 // One thread's decoded panel; grows only.
 struct panel_buffer {
     std::vector<uint8_t> q;
-    std::vector<float> a, b;
-    std::vector<int8_t> bq;
-    std::vector<float> ba, bb;
+    std::vector<int8_t> rows;  // the panel's rows decoded row-major, [16][cols]
+    std::vector<float> a, b, ba, bb;
 
-    // Decodes rows [r0, r0 + nr) of w (nr <= 16) into the panel layout.
+    // Decodes rows [r0, r0 + nr) of w (nr <= 16) into the panel layout: first each row into `rows`
+    // (sequential writes), then the interleaved q one 64-byte line at a time (scattering 4-byte words
+    // straight into the panel touched every line of it once per row).
     gemm_panel fill(const tensor_view& w, int64_t r0, int nr, int group) {
         const quant_traits& qt = quant_info(w.type);
         const int64_t cols = w.cols, be = dtype_block_elems(w.type), bytes = dtype_block_bytes(w.type);
         const int64_t ng = cols / group;
-        // Rows past the matrix stay q = 0 (stored 128), a = b = 0: they compute zeros nobody stores.
-        if (nr < k_panel_rows || q.size() != static_cast<size_t>(cols * k_panel_rows))
-            q.assign(static_cast<size_t>(cols * k_panel_rows), 128);
+        q.resize(static_cast<size_t>(cols * k_panel_rows));
+        rows.resize(static_cast<size_t>(cols * k_panel_rows));
+        // Rows past the matrix: q = 0, a = b = 0; they compute zeros nobody stores.
+        if (nr < k_panel_rows) std::fill(rows.begin() + nr * cols, rows.end(), int8_t{0});
         a.assign(static_cast<size_t>(ng * k_panel_rows), 0.0f);
         b.assign(static_cast<size_t>(ng * k_panel_rows), 0.0f);
-        bq.resize(static_cast<size_t>(be));
         ba.resize(static_cast<size_t>(be / 16));
         bb.resize(static_cast<size_t>(be / 16));
         for (int i = 0; i < nr; ++i) {
             const uint8_t* row = w.row(r0 + i);
             for (int64_t blk = 0; blk < cols / be; ++blk) {
-                qt.unpack(row + blk * bytes, bq.data(), ba.data(), bb.data());
                 const int64_t c0 = blk * be;
-                // 4 columns at a time; q ^ 0x80 per byte is q + 128 as unsigned.
-                for (int64_t j = 0; j < be; j += 4) {
-                    uint32_t v;
-                    std::memcpy(&v, bq.data() + j, 4);
-                    v ^= 0x80808080u;
-                    std::memcpy(q.data() + ((c0 + j) / 4) * 64 + i * 4, &v, 4);
-                }
+                qt.unpack(row + blk * bytes, rows.data() + i * cols + c0, ba.data(), bb.data());
                 for (int64_t j = 0; j < be / group; ++j) {
                     const size_t at = static_cast<size_t>(((c0 / group) + j) * k_panel_rows + i);
                     a[at] = ba[static_cast<size_t>(j * group / 16)];
                     b[at] = bb[static_cast<size_t>(j * group / 16)];
                 }
             }
+        }
+        // q ^ 0x80 per byte is q + 128 as unsigned.
+        for (int64_t c4 = 0; c4 < cols / 4; ++c4) {
+            uint32_t line[k_panel_rows];
+            for (int i = 0; i < k_panel_rows; ++i) {
+                std::memcpy(&line[i], rows.data() + i * cols + 4 * c4, 4);
+                line[i] ^= 0x80808080u;
+            }
+            std::memcpy(q.data() + c4 * 64, line, 64);
         }
         return {q.data(), a.data(), qt.has_min ? b.data() : nullptr, cols, group};
     }
