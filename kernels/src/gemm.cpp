@@ -32,11 +32,15 @@ gemm_panel_fn active_panel_fn() {
 }
 
 // Quantized tokens and their per-group side arrays; grows only. Owned by the calling thread, filled
-// by all threads of the gemm.
+// by all threads of the gemm. The engine multiplies one x by several matrices (q/k/v, gate/up), so
+// the last x quantized is kept: a gemm whose x has the same bits and the same activation kind reuses
+// its quantization (comparing 4 bytes per element is far cheaper than quantizing them again).
 struct token_scratch {
     std::vector<int8_t> qs;
-    std::vector<float> d, s, dx, xm;
+    std::vector<float> d, s, dx, xm, src;
     std::vector<int32_t> corr;
+    act_kind kind = act_kind::q8_f32;
+    int64_t n_src = -1, cols_src = -1;
 
     void reserve(int64_t n, int64_t cols, int group) {
         auto grow = [](auto& v, int64_t size) {
@@ -50,12 +54,29 @@ struct token_scratch {
         grow(corr, n * (cols / group));
     }
 
-    // Token t of x: quantized as the gemv does, then the group sums (exact) and scales.
-    void prepare(const kernel_table& kt, dtype wt, const float* x, int64_t t, int64_t cols, int group) {
-        const int64_t nb = cols / 32, ng = cols / group;
-        int8_t* q = qs.data() + t * cols;
-        float* dt = d.data() + t * nb;
-        quantize_act_for(wt, kt, x + t * cols, cols, q, dt, s.data() + t * nb);
+    // True when qs/d/s already hold x quantized as `k`; otherwise remembers x as what they will hold.
+    bool reuse(act_kind k, const float* x, int64_t n, int64_t cols) {
+        const size_t count = static_cast<size_t>(n * cols);
+        if (k == kind && n == n_src && cols == cols_src && std::memcmp(src.data(), x, count * sizeof(float)) == 0)
+            return true;
+        src.assign(x, x + count);
+        kind = k;
+        n_src = n;
+        cols_src = cols;
+        return false;
+    }
+
+    // Token t of x quantized as the gemv does.
+    void quantize(const kernel_table& kt, dtype wt, const float* x, int64_t t, int64_t cols) {
+        const int64_t nb = cols / 32;
+        quantize_act_for(wt, kt, x + t * cols, cols, qs.data() + t * cols, d.data() + t * nb, s.data() + t * nb);
+    }
+
+    // Token t's group sums (exact) and scales.
+    void sums(int64_t t, int64_t cols, int group) {
+        const int64_t ng = cols / group;
+        const int8_t* q = qs.data() + t * cols;
+        const float* dt = d.data() + t * (cols / 32);
         for (int64_t g = 0; g < ng; ++g) {
             int32_t sum = 0;
             for (int i = 0; i < group; ++i) sum += q[g * group + i];
@@ -194,6 +215,7 @@ void gemm_int8(const tensor_view& w, const float* x, int64_t n, float* y, int nt
     const int group = scales_per_16(w.type) ? 16 : 32;
     token_scratch& tok = thread_tokens();
     tok.reserve(n, w.cols, group);
+    const bool reused = tok.reuse(quant_info(w.type).act, x, n, w.cols);
     const gemm_tokens xs{tok.qs.data(), tok.corr.data(), tok.dx.data(), quant_info(w.type).has_min ? tok.xm.data() : nullptr,
                          n, w.cols};
     const int64_t panels = (w.rows + k_panel_rows - 1) / k_panel_rows;
@@ -202,7 +224,10 @@ void gemm_int8(const tensor_view& w, const float* x, int64_t n, float* y, int nt
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
 #pragma omp for schedule(static)
-        for (int64_t t = 0; t < n; ++t) tok.prepare(kt, w.type, x, t, w.cols, group);
+        for (int64_t t = 0; t < n; ++t) {
+            if (!reused) tok.quantize(kt, w.type, x, t, w.cols);
+            tok.sums(t, w.cols, group);
+        }
         // implicit barrier: every token is ready before any panel uses it
         const int th = omp_get_thread_num(), nth = omp_get_num_threads();
         const int64_t p0 = panels * th / nth, p1 = panels * (th + 1) / nth;

@@ -101,6 +101,39 @@ TEST(gemm_int8_threads, results_do_not_depend_on_thread_count) {
     }
 }
 
+// gemm keeps the last quantized x to reuse for the next matrix: the same buffer with new contents,
+// or the same contents for a type quantized another way, must not see a stale quantization.
+TEST(gemm_int8_reuse, same_buffer_new_contents_and_other_activation_kinds) {
+    const int64_t rows = 20, cols = 512, n = 5;
+    const matrix a = random_blocks(dtype::q4_k, rows, cols, 1), b = random_blocks(dtype::q4_0, rows, cols, 2);
+    std::vector<float> xs(static_cast<size_t>(n * cols));
+    auto fill = [&](uint64_t seed) {
+        for (int64_t tk = 0; tk < n; ++tk) {
+            const std::vector<float> x = make_x(cols, seed + tk);
+            std::copy(x.begin(), x.end(), xs.begin() + tk * cols);
+        }
+    };
+    // nmse of gemm(m, xs) against the double reference of xs as it is now.
+    auto error = [&](const matrix& m) {
+        std::vector<double> xq;
+        for (int64_t tk = 0; tk < n; ++tk) {
+            const std::vector<float> x(xs.begin() + tk * cols, xs.begin() + (tk + 1) * cols);
+            const std::vector<double> q = quantized_x_for(m.view.type, x);
+            xq.insert(xq.end(), q.begin(), q.end());
+        }
+        std::vector<float> y(static_cast<size_t>(n * rows));
+        k::gemm(m.view, xs.data(), n, y.data(), 2);
+        return nmse(y.data(), ref_gemm(decode_any(m.view), rows, cols, xq));
+    };
+    fill(10);
+    EXPECT_LE(error(a), 1e-11);
+    EXPECT_LE(error(a), 1e-11);  // same x: reused
+    xs[7] += 1.0f;               // one element changes in place
+    EXPECT_LE(error(a), 1e-11);
+    EXPECT_LE(error(b), 1e-11);  // same x, another activation kind (Q8_K vs f32-scaled Q8)
+    EXPECT_LE(error(a), 1e-11);
+}
+
 class gemm_float : public ::testing::TestWithParam<dtype> {};
 
 TEST_P(gemm_float, matches_reference_identical_across_isas_close_to_gemv) {
