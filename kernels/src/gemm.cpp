@@ -32,11 +32,15 @@ gemm_panel_fn active_panel_fn() {
 }
 
 // Quantized tokens and their per-group side arrays; grows only. Owned by the calling thread, filled
-// by all threads of the gemm.
+// by all threads of the gemm. The engine multiplies one x by several matrices (q/k/v, gate/up), so
+// the last x quantized is kept: a gemm whose x has the same bits and the same activation kind reuses
+// its quantization (comparing 4 bytes per element is far cheaper than quantizing them again).
 struct token_scratch {
     std::vector<int8_t> qs;
-    std::vector<float> d, s, dx, xm;
+    std::vector<float> d, s, dx, xm, src;
     std::vector<int32_t> corr;
+    act_kind kind = act_kind::q8_f32;
+    int64_t n_src = -1, cols_src = -1;
 
     void reserve(int64_t n, int64_t cols, int group) {
         auto grow = [](auto& v, int64_t size) {
@@ -50,12 +54,29 @@ struct token_scratch {
         grow(corr, n * (cols / group));
     }
 
-    // Token t of x: quantized as the gemv does, then the group sums (exact) and scales.
-    void prepare(const kernel_table& kt, dtype wt, const float* x, int64_t t, int64_t cols, int group) {
-        const int64_t nb = cols / 32, ng = cols / group;
-        int8_t* q = qs.data() + t * cols;
-        float* dt = d.data() + t * nb;
-        quantize_act_for(wt, kt, x + t * cols, cols, q, dt, s.data() + t * nb);
+    // True when qs/d/s already hold x quantized as `k`; otherwise remembers x as what they will hold.
+    bool reuse(act_kind k, const float* x, int64_t n, int64_t cols) {
+        const size_t count = static_cast<size_t>(n * cols);
+        if (k == kind && n == n_src && cols == cols_src && std::memcmp(src.data(), x, count * sizeof(float)) == 0)
+            return true;
+        src.assign(x, x + count);
+        kind = k;
+        n_src = n;
+        cols_src = cols;
+        return false;
+    }
+
+    // Token t of x quantized as the gemv does.
+    void quantize(const kernel_table& kt, dtype wt, const float* x, int64_t t, int64_t cols) {
+        const int64_t nb = cols / 32;
+        quantize_act_for(wt, kt, x + t * cols, cols, qs.data() + t * cols, d.data() + t * nb, s.data() + t * nb);
+    }
+
+    // Token t's group sums (exact) and scales.
+    void sums(int64_t t, int64_t cols, int group) {
+        const int64_t ng = cols / group;
+        const int8_t* q = qs.data() + t * cols;
+        const float* dt = d.data() + t * (cols / 32);
         for (int64_t g = 0; g < ng; ++g) {
             int32_t sum = 0;
             for (int i = 0; i < group; ++i) sum += q[g * group + i];
@@ -75,41 +96,44 @@ token_scratch& thread_tokens() {
 // One thread's decoded panel; grows only.
 struct panel_buffer {
     std::vector<uint8_t> q;
-    std::vector<float> a, b;
-    std::vector<int8_t> bq;
-    std::vector<float> ba, bb;
+    std::vector<int8_t> rows;  // the panel's rows decoded row-major, [16][cols]
+    std::vector<float> a, b, ba, bb;
 
-    // Decodes rows [r0, r0 + nr) of w (nr <= 16) into the panel layout.
+    // Decodes rows [r0, r0 + nr) of w (nr <= 16) into the panel layout: first each row into `rows`
+    // (sequential writes), then the interleaved q one 64-byte line at a time (scattering 4-byte words
+    // straight into the panel touched every line of it once per row).
     gemm_panel fill(const tensor_view& w, int64_t r0, int nr, int group) {
         const quant_traits& qt = quant_info(w.type);
         const int64_t cols = w.cols, be = dtype_block_elems(w.type), bytes = dtype_block_bytes(w.type);
         const int64_t ng = cols / group;
-        // Rows past the matrix stay q = 0 (stored 128), a = b = 0: they compute zeros nobody stores.
-        if (nr < k_panel_rows || q.size() != static_cast<size_t>(cols * k_panel_rows))
-            q.assign(static_cast<size_t>(cols * k_panel_rows), 128);
+        q.resize(static_cast<size_t>(cols * k_panel_rows));
+        rows.resize(static_cast<size_t>(cols * k_panel_rows));
+        // Rows past the matrix: q = 0, a = b = 0; they compute zeros nobody stores.
+        if (nr < k_panel_rows) std::fill(rows.begin() + nr * cols, rows.end(), int8_t{0});
         a.assign(static_cast<size_t>(ng * k_panel_rows), 0.0f);
         b.assign(static_cast<size_t>(ng * k_panel_rows), 0.0f);
-        bq.resize(static_cast<size_t>(be));
         ba.resize(static_cast<size_t>(be / 16));
         bb.resize(static_cast<size_t>(be / 16));
         for (int i = 0; i < nr; ++i) {
             const uint8_t* row = w.row(r0 + i);
             for (int64_t blk = 0; blk < cols / be; ++blk) {
-                qt.unpack(row + blk * bytes, bq.data(), ba.data(), bb.data());
                 const int64_t c0 = blk * be;
-                // 4 columns at a time; q ^ 0x80 per byte is q + 128 as unsigned.
-                for (int64_t j = 0; j < be; j += 4) {
-                    uint32_t v;
-                    std::memcpy(&v, bq.data() + j, 4);
-                    v ^= 0x80808080u;
-                    std::memcpy(q.data() + ((c0 + j) / 4) * 64 + i * 4, &v, 4);
-                }
+                qt.unpack(row + blk * bytes, rows.data() + i * cols + c0, ba.data(), bb.data());
                 for (int64_t j = 0; j < be / group; ++j) {
                     const size_t at = static_cast<size_t>(((c0 / group) + j) * k_panel_rows + i);
                     a[at] = ba[static_cast<size_t>(j * group / 16)];
                     b[at] = bb[static_cast<size_t>(j * group / 16)];
                 }
             }
+        }
+        // q ^ 0x80 per byte is q + 128 as unsigned.
+        for (int64_t c4 = 0; c4 < cols / 4; ++c4) {
+            uint32_t line[k_panel_rows];
+            for (int i = 0; i < k_panel_rows; ++i) {
+                std::memcpy(&line[i], rows.data() + i * cols + 4 * c4, 4);
+                line[i] ^= 0x80808080u;
+            }
+            std::memcpy(q.data() + c4 * 64, line, 64);
         }
         return {q.data(), a.data(), qt.has_min ? b.data() : nullptr, cols, group};
     }
@@ -191,6 +215,7 @@ void gemm_int8(const tensor_view& w, const float* x, int64_t n, float* y, int nt
     const int group = scales_per_16(w.type) ? 16 : 32;
     token_scratch& tok = thread_tokens();
     tok.reserve(n, w.cols, group);
+    const bool reused = tok.reuse(quant_info(w.type).act, x, n, w.cols);
     const gemm_tokens xs{tok.qs.data(), tok.corr.data(), tok.dx.data(), quant_info(w.type).has_min ? tok.xm.data() : nullptr,
                          n, w.cols};
     const int64_t panels = (w.rows + k_panel_rows - 1) / k_panel_rows;
@@ -199,7 +224,10 @@ void gemm_int8(const tensor_view& w, const float* x, int64_t n, float* y, int nt
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
 #pragma omp for schedule(static)
-        for (int64_t t = 0; t < n; ++t) tok.prepare(kt, w.type, x, t, w.cols, group);
+        for (int64_t t = 0; t < n; ++t) {
+            if (!reused) tok.quantize(kt, w.type, x, t, w.cols);
+            tok.sums(t, w.cols, group);
+        }
         // implicit barrier: every token is ready before any panel uses it
         const int th = omp_get_thread_num(), nth = omp_get_num_threads();
         const int64_t p0 = panels * th / nth, p1 = panels * (th + 1) / nth;

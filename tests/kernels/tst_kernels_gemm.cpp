@@ -14,8 +14,9 @@ using namespace sl::kernel_test;
 namespace k = sl::kernels;
 
 std::vector<dtype> block_types() {
-    std::vector<dtype> v{dtype::q8_0, dtype::q4_0};
-    v.insert(v.end(), std::begin(k_new_types), std::end(k_new_types));
+    std::vector<dtype> v;
+    for (dtype t : {dtype::q8_0, dtype::q4_0}) v.push_back(t);
+    for (dtype t : k_new_types) v.push_back(t);
     return v;
 }
 
@@ -32,6 +33,24 @@ std::vector<double> ref_gemm(const std::vector<double>& w, int64_t rows, int64_t
                 acc += w[static_cast<size_t>(r * cols + c)] * xq[t * static_cast<size_t>(cols) + static_cast<size_t>(c)];
             y.push_back(acc);
         }
+    return y;
+}
+
+// gemm on ISA i, checked against ref (nmse) and bit for bit against `first` (the first ISA's result,
+// stored there when empty); returns Y.
+std::vector<float> checked_gemm(const matrix& m, const std::vector<float>& xs, int64_t n, k::isa i,
+                                const std::vector<double>& ref, std::vector<float>& first) {
+    SCOPED_TRACE(::testing::Message() << dtype_name(m.view.type) << " " << k::isa_name(i) << " " << m.view.rows << "x"
+                                      << m.view.cols << " n=" << n);
+    k::set_active_isa(i);
+    std::vector<float> y(static_cast<size_t>(n * m.view.rows), -7.0f);
+    k::gemm(m.view, xs.data(), n, y.data(), 2);
+    // Exact integer block sums or exact weights, then one f32 FMA chain per output: f32 rounding only.
+    EXPECT_LE(nmse(y.data(), ref), 1e-11);
+    if (first.empty())
+        first = y;
+    else
+        EXPECT_EQ(0, std::memcmp(first.data(), y.data(), y.size() * 4)) << "gemm differs across ISAs";
     return y;
 }
 
@@ -60,24 +79,14 @@ TEST_P(gemm_int8, matches_reference_identical_across_isas_close_to_gemv) {
             const std::vector<double> ref = ref_gemm(w, rows, cols, xq);
             std::vector<float> first;
             for (k::isa i : isas()) {
-                SCOPED_TRACE(::testing::Message() << dtype_name(t) << " " << k::isa_name(i) << " " << rows << "x"
-                                                  << cols << " n=" << n);
-                k::set_active_isa(i);
-                std::vector<float> y(static_cast<size_t>(n * rows), -7.0f);
-                k::gemm(m.view, xs.data(), n, y.data(), 2);
-                // Exact integer block sums, then one f32 FMA chain per row: f32 rounding only.
-                EXPECT_LE(nmse(y.data(), ref), 1e-11);
-                if (first.empty())
-                    first = y;
-                else
-                    EXPECT_EQ(0, std::memcmp(first.data(), y.data(), y.size() * 4)) << "gemm differs across ISAs";
+                const std::vector<float> y = checked_gemm(m, xs, n, i, ref, first);
                 for (int64_t tk = 0; tk < n; ++tk) {
                     std::vector<float> yv(static_cast<size_t>(rows));
                     k::gemv(m.view, xs.data() + tk * cols, yv.data(), 1);
                     // Same quantized activations, another f32 summation order (Q8_1 types: gemv uses
                     // ggml's fp16-rounded d*sum for the minimum, gemm the exact integer sum).
                     const std::vector<double> yvd(yv.begin(), yv.end());
-                    EXPECT_LE(nmse(y.data() + tk * rows, yvd), act_q8_1(t) ? 1e-6 : 1e-10) << "token " << tk;
+                    EXPECT_LE(nmse(y.data() + tk * rows, yvd), act_q8_1(t) ? 1e-6 : 1e-10) << dtype_name(t) << " " << k::isa_name(i) << " n=" << n << " token " << tk;
                 }
             }
         }
@@ -101,6 +110,39 @@ TEST(gemm_int8_threads, results_do_not_depend_on_thread_count) {
     }
 }
 
+// gemm keeps the last quantized x to reuse for the next matrix: the same buffer with new contents,
+// or the same contents for a type quantized another way, must not see a stale quantization.
+TEST(gemm_int8_reuse, same_buffer_new_contents_and_other_activation_kinds) {
+    const int64_t rows = 20, cols = 512, n = 5;
+    const matrix a = random_blocks(dtype::q4_k, rows, cols, 1), b = random_blocks(dtype::q4_0, rows, cols, 2);
+    std::vector<float> xs(static_cast<size_t>(n * cols));
+    auto fill = [&](uint64_t seed) {
+        for (int64_t tk = 0; tk < n; ++tk) {
+            const std::vector<float> x = make_x(cols, seed + tk);
+            std::copy(x.begin(), x.end(), xs.begin() + tk * cols);
+        }
+    };
+    // nmse of gemm(m, xs) against the double reference of xs as it is now.
+    auto error = [&](const matrix& m) {
+        std::vector<double> xq;
+        for (int64_t tk = 0; tk < n; ++tk) {
+            const std::vector<float> x(xs.begin() + tk * cols, xs.begin() + (tk + 1) * cols);
+            const std::vector<double> q = quantized_x_for(m.view.type, x);
+            xq.insert(xq.end(), q.begin(), q.end());
+        }
+        std::vector<float> y(static_cast<size_t>(n * rows));
+        k::gemm(m.view, xs.data(), n, y.data(), 2);
+        return nmse(y.data(), ref_gemm(decode_any(m.view), rows, cols, xq));
+    };
+    fill(10);
+    EXPECT_LE(error(a), 1e-11);
+    EXPECT_LE(error(a), 1e-11);  // same x: reused
+    xs[7] += 1.0f;               // one element changes in place
+    EXPECT_LE(error(a), 1e-11);
+    EXPECT_LE(error(b), 1e-11);  // same x, another activation kind (Q8_K vs f32-scaled Q8)
+    EXPECT_LE(error(a), 1e-11);
+}
+
 class gemm_float : public ::testing::TestWithParam<dtype> {};
 
 TEST_P(gemm_float, matches_reference_identical_across_isas_close_to_gemv) {
@@ -120,20 +162,11 @@ TEST_P(gemm_float, matches_reference_identical_across_isas_close_to_gemv) {
             const std::vector<double> ref = ref_gemm(w, rows, cols, std::vector<double>(xs.begin(), xs.end()));
             std::vector<float> first;
             for (k::isa i : isas()) {
-                SCOPED_TRACE(::testing::Message() << dtype_name(t) << " " << k::isa_name(i) << " " << rows << "x"
-                                                  << cols << " n=" << n);
-                k::set_active_isa(i);
-                std::vector<float> y(static_cast<size_t>(n * rows), -7.0f);
-                k::gemm(m.view, xs.data(), n, y.data(), 2);
-                EXPECT_LE(nmse(y.data(), ref), 1e-11);  // exact weights, one f32 FMA chain
-                if (first.empty())
-                    first = y;
-                else
-                    EXPECT_EQ(0, std::memcmp(first.data(), y.data(), y.size() * 4)) << "gemm differs across ISAs";
+                const std::vector<float> y = checked_gemm(m, xs, n, i, ref, first);
                 for (int64_t tk = 0; tk < n; tk += 7) {
                     std::vector<float> yv(static_cast<size_t>(rows));
                     k::gemv(m.view, xs.data() + tk * cols, yv.data(), 1);
-                    EXPECT_LE(nmse(y.data() + tk * rows, std::vector<double>(yv.begin(), yv.end())), 1e-11);
+                    EXPECT_LE(nmse(y.data() + tk * rows, std::vector<double>(yv.begin(), yv.end())), 1e-11) << dtype_name(t) << " " << k::isa_name(i) << " n=" << n << " token " << tk;
                 }
             }
         }
