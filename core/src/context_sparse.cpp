@@ -14,10 +14,11 @@ namespace sl {
 
 namespace {
 
-// Input-major copies keep the weight type (Q8_0 for types we cannot encode, e.g. K-quants) when the
-// output length allows its blocks; otherwise F32.
+// Input-major layouts replace their matrix, so they keep its type, or for types we cannot encode
+// (K-quants, IQ4) the encodable type of no more bytes per element where one is (Q4_K -> Q4_0, same
+// 4.5 bits; Q6_K -> Q8_0), when the output length allows its blocks; otherwise F32.
 dtype input_major_type(const tensor_view& w) {
-    const dtype t = dtype_layout_type(w.type);
+    const dtype t = dtype_replacing_layout_type(w.type);
     return w.rows % dtype_block_elems(t) == 0 ? t : dtype::f32;
 }
 

@@ -12,12 +12,18 @@ namespace sl {
 
 namespace {
 
-// The bundle type: the weights' own when all three share it and dim is whole blocks of it, so copies
-// are memcpys of the original bytes (Q8_0 for types we cannot encode, e.g. K-quants); otherwise F32,
-// which represents every source type exactly.
+// The bundle type: the layouts' own when all three share it and dim is whole blocks of it, so copies
+// are memcpys (K-quants as the down layout is written, dtype_replacing_layout_type); mixed quantized
+// types (a Q4_K_M layer with a Q6_K down) meet in Q8_0, finer than each; otherwise F32, which
+// represents every source type exactly.
 dtype pick_bundle_type(const layer_weights& lw, const tensor_view& down_t, int64_t dim) {
-    const dtype t = dtype_layout_type(lw.w_gate.type);
-    if (dtype_layout_type(lw.w_up.type) != t || down_t.type != t) return dtype::f32;
+    dtype t = dtype_replacing_layout_type(lw.w_gate.type);
+    if (dtype_replacing_layout_type(lw.w_up.type) != t || down_t.type != t) {
+        const bool quantized = dtype_is_quantized(lw.w_gate.type) && dtype_is_quantized(lw.w_up.type) &&
+                               dtype_is_quantized(down_t.type);
+        if (!quantized) return dtype::f32;
+        t = dtype::q8_0;
+    }
     return dim % dtype_block_elems(t) == 0 ? t : dtype::f32;
 }
 
