@@ -2,7 +2,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <random>
+
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "bench_kernels.h"
 #include "cli_methods.h"
@@ -25,6 +30,19 @@ struct bench_opts {
     double membw_gib = 1.0;
     bool json = false;
 };
+
+// Resident set size now (Linux /proc/self/statm; 0 elsewhere) and its peak (getrusage, KiB on Linux).
+uint64_t rss_bytes() {
+    std::ifstream f("/proc/self/statm");
+    uint64_t size = 0, resident = 0;
+    if (!(f >> size >> resident)) return 0;
+    return resident * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+}
+
+uint64_t peak_rss_bytes() {
+    struct rusage ru {};
+    return ::getrusage(RUSAGE_SELF, &ru) == 0 ? static_cast<uint64_t>(ru.ru_maxrss) * 1024 : 0;
+}
 
 double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
@@ -93,6 +111,7 @@ int run_bench(const bench_opts& o) {
                                  membw, threads, o.membw_gib);
     }
     if (!o.model_path.empty()) {
+        const uint64_t rss_before = rss_bytes();
         const model m = take(model_load(o.model_path));
         context_params cp = context_default_params();
         cp.n_threads = threads;
@@ -140,6 +159,22 @@ int run_bench(const bench_opts& o) {
                            {"ideal_speedup", ideal},
                            {"fraction_of_ideal", measured / ideal},
                            {"layout_bytes", ctx.layout_bytes()}};
+            // Memory with the method attached: its layouts replace the matrices they transpose, so what
+            // stays resident (weights + KV cache + scratch, over the process's start) should be ~ the file.
+            std::error_code ec;
+            const auto file_bytes = static_cast<uint64_t>(std::filesystem::file_size(o.model_path, ec));
+            const uint64_t rss = rss_bytes();
+            j["memory"] = {{"file_bytes", ec ? 0 : file_bytes},
+                           {"layout_bytes", ctx.layout_bytes()},
+                           {"rss_bytes", rss},
+                           {"rss_over_load_bytes", rss - std::min(rss, rss_before)},
+                           {"peak_rss_bytes", peak_rss_bytes()},
+                           {"resident_over_file", ec || !file_bytes ? 0.0 : double(rss - std::min(rss, rss_before)) / file_bytes}};
+            if (!o.json)
+                std::printf("memory     file %.1f MiB, resident after the method run %.1f MiB (%.3fx), peak RSS %.1f MiB\n",
+                            double(file_bytes) / (1 << 20), double(rss - std::min(rss, rss_before)) / (1 << 20),
+                            ec || !file_bytes ? 0.0 : double(rss - std::min(rss, rss_before)) / file_bytes,
+                            double(peak_rss_bytes()) / (1 << 20));
             if (!o.json)
                 std::printf("%-10s %.2f tokens/s reading %.1f MiB/token: speed-up %.2fx of an ideal %.2fx (%.0f%%); "
                             "layouts %.1f MiB\n",

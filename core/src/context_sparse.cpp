@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "fused_mlp_cache.h"
+#include "weight_storage.h"
 #include "sparselens/core/context.h"
 #include "sparselens/kernels/attention.h"
 #include "sparselens/kernels/kernels.h"
@@ -13,10 +14,11 @@ namespace sl {
 
 namespace {
 
-// Input-major copies keep the weight type (Q8_0 for types we cannot encode, e.g. K-quants) when the
-// output length allows its blocks; otherwise F32.
+// Input-major layouts replace their matrix, so they keep its type, or for types we cannot encode
+// (K-quants, IQ4) the encodable type of no more bytes per element where one is (Q4_K -> Q4_0, same
+// 4.5 bits; Q6_K -> Q8_0), when the output length allows its blocks; otherwise F32.
 dtype input_major_type(const tensor_view& w) {
-    const dtype t = dtype_layout_type(w.type);
+    const dtype t = dtype_replacing_layout_type(w.type);
     return w.rows % dtype_block_elems(t) == 0 ? t : dtype::f32;
 }
 
@@ -42,28 +44,51 @@ void context::set_method(sparsity_method* method) {
     // The fused kernel computes SwiGLU only; other activations run the same neuron sets through the
     // unfused output-sparse gate/up and input-sparse down kernels.
     if (m_model->arch.act != glu_activation::silu) m_traits.fused = false;
-    m_layouts.clear();
     m_fused.reset();
     reset_density();
-    if (!method) return;
-    if (m_traits.fused) m_fused = make_fused_state(*m_model, m_threads);
+    if (!method) {  // the plain forward reads the row-major matrices
+        m_layouts.clear();
+        return;
+    }
+    // One layout per matrix for the union of the reserved traits and this method's.
+    const method_traits& r = m_reserved;
+    const bool fused = m_traits.fused || (r.fused && m_model->arch.act == glu_activation::silu);
+    const bool attn = m_traits.attn_inputs || r.attn_inputs, o_in = m_traits.o_input || r.o_input;
+    const bool mlp_in = m_traits.mlp_inputs || r.mlp_inputs;
+    const bool neurons = m_traits.neurons_pre || m_traits.neurons_post || r.neurons_pre || r.neurons_post;
     bool need[proj_count] = {};
-    need[static_cast<int>(proj::q)] = need[static_cast<int>(proj::k)] = need[static_cast<int>(proj::v)] =
-        m_traits.attn_inputs;
-    need[static_cast<int>(proj::o)] = m_traits.o_input;
-    need[static_cast<int>(proj::gate)] = need[static_cast<int>(proj::up)] = m_traits.mlp_inputs;
-    // A fused method's sparse tokens read bundles (its cache holds its own down columns); only its
-    // dense tokens take the ordinary path.
-    need[static_cast<int>(proj::down)] =
-        !m_traits.fused && (m_traits.down_in || m_traits.neurons_pre || m_traits.neurons_post);
-    m_layouts.resize(m_model->layers.size());
-    for (size_t l = 0; l < m_model->layers.size(); ++l) {
-        for (int p = 0; p < proj_count; ++p) {
-            if (!need[p] || (m_mlp_source && p >= static_cast<int>(proj::gate))) continue;
-            const tensor_view& w = proj_view(m_model->layers[l], static_cast<proj>(p));
-            m_layouts[l].t[p] = kernels::to_input_major(w, input_major_type(w));
-            m_layouts[l].has[p] = true;
+    need[static_cast<int>(proj::q)] = need[static_cast<int>(proj::k)] = need[static_cast<int>(proj::v)] = attn;
+    need[static_cast<int>(proj::o)] = o_in;
+    need[static_cast<int>(proj::gate)] = need[static_cast<int>(proj::up)] = mlp_in;
+    // The fused cache copies its bundles' down columns from this layout too.
+    need[static_cast<int>(proj::down)] = fused || neurons || m_traits.down_in || r.down_in;
+    const size_t n_layers = m_model->layers.size();
+    bool same = m_layouts.size() == n_layers;
+    for (size_t l = 0; l < n_layers && same; ++l)
+        for (int p = 0; p < proj_count; ++p)
+            same = same && m_layouts[l].has[p] == (need[p] && !(m_mlp_source && p >= static_cast<int>(proj::gate)));
+    if (!same) {
+        m_layouts.clear();
+        m_layouts.resize(n_layers);
+        const weight_storage* ws = m_model->storage.get();
+        for (size_t l = 0; l < n_layers; ++l) {
+            for (int p = 0; p < proj_count; ++p) {
+                if (!need[p] || (m_mlp_source && p >= static_cast<int>(proj::gate))) continue;
+                const tensor_view& w = proj_view(m_model->layers[l], static_cast<proj>(p));
+                m_layouts[l].t[p] = kernels::to_input_major(w, input_major_type(w));
+                m_layouts[l].has[p] = true;
+                // The layout replaces the original: its mapped pages (touched once, to transpose) go.
+                // Gate/up rows stay for output-sparse neurons and the fused cache's bundle copies.
+                const bool rows_used = (p == static_cast<int>(proj::gate) || p == static_cast<int>(proj::up)) &&
+                                       (neurons || fused);
+                if (!rows_used && ws && ws->file) ws->file->release(w.data, static_cast<uint64_t>(w.bytes()));
+            }
         }
+    }
+    if (m_traits.fused && !m_mlp_source) {  // offloaded weights never take the fused path
+        std::vector<tensor_view> down_t(n_layers);
+        for (size_t l = 0; l < n_layers; ++l) down_t[l] = m_layouts[l].t[static_cast<int>(proj::down)].view;
+        m_fused = make_fused_state(*m_model, down_t, m_threads);
     }
 }
 
@@ -82,11 +107,12 @@ void context::reset_density() {
 
 namespace {
 
-// y = W x using only the input channels in `in` (dense when all). Without a row-major W (an offloaded
-// layout that stores only columns) a dense product reads every column.
+// y = W x using only the input channels in `in` (dense when all). A matrix with an input-major layout
+// `wt` runs on it alone, dense too (the layout replaces the row-major original): density 1 then equals
+// dense bit for bit, and the original's pages are never touched.
 void project_in(const tensor_view& w, const tensor_view* wt, const index_mask& in, const float* x, float* y,
                 int threads) {
-    if (in.all && w.data) {
+    if (in.all && !wt) {
         kernels::gemv(w, x, y, threads);
         return;
     }

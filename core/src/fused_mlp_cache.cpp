@@ -12,12 +12,18 @@ namespace sl {
 
 namespace {
 
-// The bundle type: the weights' own when all three share it and dim is whole blocks of it, so copies
-// are memcpys of the original bytes (Q8_0 for types we cannot encode, e.g. K-quants); otherwise F32,
-// which represents every source type exactly.
-dtype pick_bundle_type(const layer_weights& lw, int64_t dim) {
-    const dtype t = dtype_layout_type(lw.w_gate.type);
-    if (dtype_layout_type(lw.w_up.type) != t || dtype_layout_type(lw.w_down.type) != t) return dtype::f32;
+// The bundle type: the layouts' own when all three share it and dim is whole blocks of it, so copies
+// are memcpys (K-quants as the down layout is written, dtype_replacing_layout_type); mixed quantized
+// types (a Q4_K_M layer with a Q6_K down) meet in Q8_0, finer than each; otherwise F32, which
+// represents every source type exactly.
+dtype pick_bundle_type(const layer_weights& lw, const tensor_view& down_t, int64_t dim) {
+    dtype t = dtype_replacing_layout_type(lw.w_gate.type);
+    if (dtype_replacing_layout_type(lw.w_up.type) != t || down_t.type != t) {
+        const bool quantized = dtype_is_quantized(lw.w_gate.type) && dtype_is_quantized(lw.w_up.type) &&
+                               dtype_is_quantized(down_t.type);
+        if (!quantized) return dtype::f32;
+        t = dtype::q8_0;
+    }
     return dim % dtype_block_elems(t) == 0 ? t : dtype::f32;
 }
 
@@ -34,10 +40,10 @@ void convert_row(dtype from, const void* src, dtype to, void* dst, int64_t n, st
 
 }  // namespace
 
-differential_bundle_cache::differential_bundle_cache(const layer_weights& lw, int64_t dim, int64_t hidden)
-    : m_lw(&lw), m_dim(dim), m_hidden(hidden), m_type(pick_bundle_type(lw, dim)) {
-    assert(lw.w_gate.rows == hidden && lw.w_gate.cols == dim && lw.w_down.rows == dim && lw.w_down.cols == hidden);
-    m_down_t = kernels::to_input_major(lw.w_down, m_type);
+differential_bundle_cache::differential_bundle_cache(const layer_weights& lw, const tensor_view& down_t, int64_t dim,
+                                                     int64_t hidden)
+    : m_lw(&lw), m_dim(dim), m_hidden(hidden), m_type(pick_bundle_type(lw, down_t, dim)), m_down_t(down_t) {
+    assert(lw.w_gate.rows == hidden && lw.w_gate.cols == dim && down_t.rows == hidden && down_t.cols == dim);
     m_view.type = m_type;
     m_view.dim = dim;
     m_view.n_neurons = 0;
@@ -62,7 +68,7 @@ void differential_bundle_cache::copy_neuron(int32_t j, int32_t slot) {
     uint8_t* dst = m_compact.data() + static_cast<size_t>(slot) * m_view.bundle_bytes();
     convert_row(m_lw->w_gate.type, m_lw->w_gate.row(j), m_type, dst, m_dim, m_row);
     convert_row(m_lw->w_up.type, m_lw->w_up.row(j), m_type, dst + part, m_dim, m_row);
-    std::memcpy(dst + 2 * part, m_down_t.view.row(j), static_cast<size_t>(part));
+    convert_row(m_down_t.type, m_down_t.row(j), m_type, dst + 2 * part, m_dim, m_row);
 }
 
 void differential_bundle_cache::update(std::span<const int32_t> active, fused_mlp_stats& stats) {
@@ -119,14 +125,16 @@ void differential_bundle_cache::run(const float* x, float* y, float* glu, float*
         glu[m_neuron_at[static_cast<size_t>(m_run[static_cast<size_t>(k)])]] = m_glu_compact[static_cast<size_t>(k)];
 }
 
-fused_mlp_state::fused_mlp_state(const model& m, int n_threads) {
+fused_mlp_state::fused_mlp_state(const model& m, const std::vector<tensor_view>& down_t, int n_threads) {
+    assert(down_t.size() == m.layers.size());
     layers.reserve(m.layers.size());
-    for (const layer_weights& lw : m.layers) layers.emplace_back(lw, m.hp.dim, m.hp.hidden_dim);
+    for (size_t l = 0; l < m.layers.size(); ++l) layers.emplace_back(m.layers[l], down_t[l], m.hp.dim, m.hp.hidden_dim);
     scratch.resize(static_cast<size_t>(kernels::fused_mlp_scratch_floats(m.hp.dim, n_threads)));
 }
 
-std::shared_ptr<fused_mlp_state> make_fused_state(const model& m, int n_threads) {
-    return std::make_shared<fused_mlp_state>(m, n_threads);
+std::shared_ptr<fused_mlp_state> make_fused_state(const model& m, const std::vector<tensor_view>& down_t,
+                                                  int n_threads) {
+    return std::make_shared<fused_mlp_state>(m, down_t, n_threads);
 }
 
 }  // namespace sl

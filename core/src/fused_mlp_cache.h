@@ -17,15 +17,15 @@ namespace sl {
 // the slots of neurons that left the active set and copies only the neurons that entered it, so a
 // neuron that stays active costs nothing (SparseLLM's differential weight caching).
 //
-// Bundles are copied from the model's own gate/up rows and from an input-major copy of down (one
-// contiguous row per down column), not from a second full bundle copy of the MLP: that keeps the extra
-// memory at one third of the MLP (the down copy, which the unfused neuron path builds anyway) plus the
-// compact buffer, instead of a whole MLP. The bundle type is the weights' type when gate, up and down
-// share it (and dim allows its blocks; then every copy is a memcpy and the bundles equal
-// kernels::make_bundles'), else F32 (rows are converted while copying).
+// Bundles are copied from the model's own gate/up rows and from the context's input-major layout of
+// down (one contiguous row per down column; it replaces the row-major down, see context::set_method),
+// not from a second copy of anything: the extra memory is the compact buffer alone. The bundle type is
+// the weights' type when gate, up and the down layout share it (and dim allows its blocks; then every
+// copy is a memcpy and the bundles equal kernels::make_bundles'), else F32 (rows are converted).
 class differential_bundle_cache {
 public:
-    differential_bundle_cache(const layer_weights& lw, int64_t dim, int64_t hidden);
+    // down_t: the layer's down projection input-major ([hidden, dim]); it must outlive the cache.
+    differential_bundle_cache(const layer_weights& lw, const tensor_view& down_t, int64_t dim, int64_t hidden);
 
     // Makes the buffer hold exactly `active` (sorted, unique, in [0, hidden)). Statistics go to `stats`.
     void update(std::span<const int32_t> active, fused_mlp_stats& stats);
@@ -35,7 +35,7 @@ public:
     void run(const float* x, float* y, float* glu, float* scratch, int n_threads);
 
     int64_t bundle_bytes() const { return m_view.bundle_bytes(); }
-    uint64_t memory_bytes() const { return m_down_t.bytes.size() + m_compact.size(); }
+    uint64_t memory_bytes() const { return m_compact.size(); }
     int64_t capacity() const { return m_capacity; }
 
 private:
@@ -45,7 +45,7 @@ private:
     const layer_weights* m_lw;
     int64_t m_dim = 0, m_hidden = 0;
     dtype m_type = dtype::f32;
-    kernels::owned_matrix m_down_t;  // [hidden, dim]: row j = down column j, in m_type
+    tensor_view m_down_t;            // [hidden, dim]: row j = down column j (the context's layout)
     std::vector<uint8_t> m_compact;  // m_capacity bundles
     kernels::bundle_view m_view;     // over m_compact
     int64_t m_capacity = 0;
@@ -61,13 +61,14 @@ private:
 
 // Every layer's cache plus the kernel scratch: what context keeps while a fused method is attached.
 struct fused_mlp_state {
-    fused_mlp_state(const model& m, int n_threads);
+    // down_t[l]: layer l's input-major down layout (owned by the context).
+    fused_mlp_state(const model& m, const std::vector<tensor_view>& down_t, int n_threads);
 
     std::vector<differential_bundle_cache> layers;
     std::vector<float> scratch;
     fused_mlp_stats stats;
 };
 
-std::shared_ptr<fused_mlp_state> make_fused_state(const model& m, int n_threads);
+std::shared_ptr<fused_mlp_state> make_fused_state(const model& m, const std::vector<tensor_view>& down_t, int n_threads);
 
 }  // namespace sl

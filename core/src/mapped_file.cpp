@@ -16,6 +16,14 @@ mapped_file::~mapped_file() {
     if (mmapped && data) ::munmap(const_cast<uint8_t*>(data), size);
 }
 
+void mapped_file::release(const void* p, uint64_t bytes) const {
+    const auto b = reinterpret_cast<uintptr_t>(p), base = reinterpret_cast<uintptr_t>(data);
+    if (!mmapped || !data || b < base || b + bytes > base + size || bytes == 0) return;
+    const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const uintptr_t lo = (b + page - 1) / page * page, hi = (b + bytes) / page * page;
+    if (hi > lo) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);  // advisory: failure keeps pages
+}
+
 result<std::shared_ptr<const mapped_file>> mapped_file::open(const std::string& path, bool use_mmap) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return file_error(path, std::string("cannot open: ") + std::strerror(errno));

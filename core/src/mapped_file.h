@@ -28,6 +28,10 @@ struct mapped_file {
 
     // Errors name the path ("x.gguf: cannot open: No such file or directory").
     static result<std::shared_ptr<const mapped_file>> open(const std::string& path, bool use_mmap);
+    // Drops this process's resident pages wholly inside [p, p + bytes) when they are mapped from the
+    // file (a read-only private mapping: a later read faults them back in from the file, so this is
+    // safe while views still point there). A no-op for heap copies and for ranges outside the file.
+    void release(const void* p, uint64_t bytes) const;
     // Bytes already in memory; `label` plays the role of the path in messages.
     static std::shared_ptr<const mapped_file> from_bytes(const std::string& label, std::vector<uint8_t> bytes);
 

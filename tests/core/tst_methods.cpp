@@ -29,9 +29,12 @@ const fixture& fx() {
 }
 
 // Logits of a teacher-forced run of `n` tokens with a method attached (nullptr: dense method path).
-std::vector<float> run(sl::sparsity_method* method, int32_t n, sl::residency_source* res = nullptr) {
+// `layouts`: the method set whose layouts the context holds (reserve_layouts).
+std::vector<float> run(sl::sparsity_method* method, int32_t n, sl::residency_source* res = nullptr,
+                       const sl::method_traits& layouts = {}) {
     auto ctx = sl::context::create(fx().m);
     EXPECT_TRUE(ctx.ok());
+    ctx->reserve_layouts(layouts);
     ctx->set_method(method);
     ctx->set_residency(res);
     std::vector<float> all(static_cast<size_t>(n) * fx().m.hp.vocab_size);
@@ -49,13 +52,34 @@ std::unique_ptr<sl::sparsity_method> make(const std::string& name, float density
     return std::move(r).value();
 }
 
+// One layout per matrix, chosen for the whole method set: at density 1 every method equals the dense
+// method on those layouts bit for bit (the layouts replace the row-major matrices, dense tokens too).
 TEST(Methods, FullDensityReproducesDenseLogitsExactly) {
-    auto dense = make("dense", 1.0f);
-    const std::vector<float> ref = run(dense.get(), 40);
+    std::vector<std::unique_ptr<sl::sparsity_method>> methods;
+    sl::method_traits all;
     for (const std::string& name : sl::method_names()) {
         if (sl::method_needs_calibration(name)) continue;
-        auto m = make(name, 1.0f, 1.0f);
-        EXPECT_EQ(run(m.get(), 40), ref) << name;
+        methods.push_back(make(name, 1.0f, 1.0f));
+        const sl::method_traits t = methods.back()->traits();
+        all.attn_inputs |= t.attn_inputs;
+        all.o_input |= t.o_input;
+        all.mlp_inputs |= t.mlp_inputs;
+        all.neurons_pre |= t.neurons_pre;
+        all.neurons_post |= t.neurons_post;
+        all.down_in |= t.down_in;
+        all.fused |= t.fused;
+    }
+    auto dense = make("dense", 1.0f);
+    const std::vector<float> ref = run(dense.get(), 40, nullptr, all);
+    for (const auto& m : methods) EXPECT_EQ(run(m.get(), 40, nullptr, all), ref) << m->name();
+    // Each method alone, on its own layouts: dense within rounding (F32 transposes are exact; only
+    // the summation order of the input-major kernels differs).
+    const std::vector<float> plain = run(dense.get(), 40);
+    for (const auto& m : methods) {
+        const std::vector<float> own = run(m.get(), 40);
+        double err = 0;
+        for (size_t i = 0; i < own.size(); ++i) err = std::max(err, std::fabs(double(own[i]) - plain[i]));
+        EXPECT_LE(err, 2e-5) << m->name();
     }
 }
 

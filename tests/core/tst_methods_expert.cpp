@@ -221,9 +221,14 @@ TEST(Griffin, ExpertsAreFixedAfterThePromptFromPromptStatistics) {
 
 TEST(ExpertMethods, FullDensityReproducesDenseLogitsExactly) {
     auto dense = make("dense", 1.0f);
-    const std::vector<float> ref = run(dense.get(), 16, 16);
     for (const char* name : {"griffin", "sparsellm"}) {
         auto m = make(name, 1.0f);
+        // The reference: the dense method on the same layouts (they replace the row-major matrices).
+        auto ctx = sl::context::create(fx().m, one_thread());
+        ASSERT_TRUE(ctx.ok());
+        ctx->reserve_layouts(m->traits());
+        ctx->set_method(dense.get());
+        const std::vector<float> ref = run(dense.get(), 16, 16, nullptr, 0, &*ctx);
         recorder rec;
         EXPECT_EQ(run(m.get(), 16, 16, &rec), ref) << name;
         EXPECT_EQ(rec.masks.begin()->second.stats.updates, 0) << name << ": full density never takes the fused path";

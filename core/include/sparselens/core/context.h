@@ -60,11 +60,20 @@ public:
     // Attach (or detach with nullptr) an observer; the context does not own it.
     void set_observer(activation_observer* obs) { m_observer = obs; }
 
-    // Attach a sparsity method (nullptr: dense); the context does not own it. Builds the weight layouts
-    // the method's traits need (input-major copies for input-sparse kernels); layout_bytes() reports
-    // their memory. With a method attached every token runs the single-token sparse path, so prefill and
-    // decode execute identical masks and arithmetic (prefill is then slower, never different).
+    // Attach a sparsity method (nullptr: dense); the context does not own it. Chooses one layout per
+    // matrix for the method's traits (plus any reserved with reserve_layouts): a matrix the method prunes
+    // by input is stored input-major (quantized in its own blocks), and that layout REPLACES the
+    // row-major original for this context: dense tokens run on it too (so density 1 is bit-identical to
+    // dense on the same layout) and the original's file-mapped pages are released, so the weights stay
+    // resident once. Gate/up stay row-major when a method also selects neurons (output-sparse rows).
+    // layout_bytes() reports the layouts' memory. With a method attached every token runs the
+    // single-token sparse path, so prefill and decode execute identical masks and arithmetic (prefill is
+    // then slower, never different). Layouts are kept when the next method needs the same ones.
     void set_method(sparsity_method* method);
+    // Layouts for a set of methods, chosen once: set_method builds the union of these traits and the
+    // method's own, so switching among the set (or to the "dense" method) reuses them and every
+    // method's dense tokens run the same arithmetic. Call before set_method.
+    void reserve_layouts(const method_traits& t) { m_reserved = t; }
     sparsity_method* method() const { return m_method; }
     // Cache state DIP-CA reads and which sees every token's masks (nullptr: none).
     void set_residency(residency_source* r) { m_residency = r; }
@@ -107,7 +116,7 @@ private:
         if (m_observer) m_observer->on_activation(layer, p, pos0, n, data, width);
     }
 
-    // Input-major copies of one layer's projections, built only for the projections a method prunes by input.
+    // Input-major layouts of one layer's projections, built only for the projections a method prunes by input.
     struct layer_layouts {
         kernels::owned_matrix t[proj_count];
         bool has[proj_count] = {};
@@ -117,6 +126,7 @@ private:
     activation_observer* m_observer = nullptr;
     sparsity_method* m_method = nullptr;
     method_traits m_traits;
+    method_traits m_reserved;  // reserve_layouts
     residency_source* m_residency = nullptr;
     mlp_weight_source* m_mlp_source = nullptr;
     bool m_prompt_open = false;

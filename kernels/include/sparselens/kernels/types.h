@@ -79,6 +79,16 @@ constexpr bool dtype_is_quantized(dtype t) { return dtype_info(t).block_elems > 
 // the type itself when quantize_row() can encode it, otherwise Q8_0 (finer than every such type).
 constexpr dtype dtype_layout_type(dtype t) { return dtype_info(t).encodable ? t : dtype::q8_0; }
 
+// The type a layout that REPLACES a matrix (one layout per matrix, see core's context::set_method) is
+// written in: the type itself when encodable, else the smallest encodable type with at least as many
+// bytes per element (Q4_K, Q3_K, Q2_K, IQ4_NL, IQ4_XS -> Q4_0 at <= the same bytes; Q4_1, Q5_*, Q6_K ->
+// Q8_0), so the resident weights stay within a few percent of the file's instead of growing to Q8_0.
+constexpr dtype dtype_replacing_layout_type(dtype t) {
+    if (dtype_info(t).encodable) return t;
+    const auto per_elem = [](dtype u) { return double(dtype_block_bytes(u)) / double(dtype_block_elems(u)); };
+    return per_elem(t) <= per_elem(dtype::q4_0) ? dtype::q4_0 : dtype::q8_0;
+}
+
 // Bytes of one row of `cols` elements; cols must be a multiple of dtype_block_elems(t).
 constexpr int64_t dtype_row_bytes(dtype t, int64_t cols) {
     return cols / dtype_block_elems(t) * dtype_block_bytes(t);
