@@ -1,4 +1,4 @@
-// Synthetic GGUF writer (llama, llama3, qwen2, qwen3, phi3, gemma2): deterministic random weights streamed
+// Synthetic GGUF writer (llama, llama3, qwen2, qwen3, phi3, gemma2, gemma): deterministic random weights streamed
 // row by row, metadata as llama.cpp's converter writes it, plus a minimal vocabulary.
 #include "sparselens/core/synthetic.h"
 
