@@ -26,6 +26,7 @@ struct generation_request {
 struct generation_output {
     std::string text;  // printable pieces, prompt included
     generate_result r;
+    std::string stop;  // why it ended: stop_reason_text()
     double decode_tokens_per_second = 0.0;
 };
 

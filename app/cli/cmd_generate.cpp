@@ -1,4 +1,5 @@
 // `sparselens generate` and `sparselens logits`: llama2.c `run` semantics on any supported model.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 
@@ -16,6 +17,7 @@ generation_output run_generation(const loaded_model& lm, context& ctx, const gen
     gp.sampling.seed = q.seed;
     gp.prompt_logits = q.prompt_logits;
     gp.bos_id = lm.tok->bos_id();
+    gp.stop_ids = generation_stop_ids(*lm.tok, q.chat);
     const std::vector<int32_t> prompt = encode_prompt(lm, q.prompt, q.chat, q.system);
 
     generation_output out;
@@ -35,6 +37,7 @@ generation_output run_generation(const loaded_model& lm, context& ctx, const gen
     };
     out.r = take(generate(ctx, prompt, gp, step));
     emit(utf8.flush());
+    out.stop = stop_reason_text(out.r, *lm.tok, std::min(gp.steps, ctx.n_ctx()));
     out.decode_tokens_per_second = out.r.decode_seconds > 0 ? out.r.n_decoded / out.r.decode_seconds : 0.0;
     return out;
 }
@@ -103,7 +106,8 @@ int run_generate(const generate_opts& o, bool write_logits) {
                          {"n_prompt", r.n_prompt},
                          {"prefill_seconds", r.prefill_seconds},
                          {"decode_seconds", r.decode_seconds},
-                         {"decode_tokens_per_second", decode_tps}};
+                         {"decode_tokens_per_second", decode_tps},
+                         {"stopped", g.stop}};
         if (write_logits) {
             j["logits_file"] = o.out_path;
             j["rows"] = rows;
@@ -115,7 +119,7 @@ int run_generate(const generate_opts& o, bool write_logits) {
     } else {
         std::printf("\n");
         std::fflush(stdout);  // the text's last line before the stderr summary
-        std::fprintf(stderr, "achieved tok/s: %.1f (decode, %d tokens)\n", decode_tps, r.n_decoded);
+        std::fprintf(stderr, "achieved tok/s: %.1f (decode, %d tokens)\nstopped: %s\n", decode_tps, r.n_decoded, g.stop.c_str());
     }
     return 0;
 }

@@ -49,7 +49,7 @@ int run_run(const run_opts& o) {
         layer_density mean;
         for (int p = 0; p < proj_count; ++p) mean.d[p] = static_cast<float>(sum.d[p] / n);
         mlp += mean.mlp();
-        attn += mean.attention(hp.dim, hp.kv_dim());
+        attn += mean.attention(hp.q_dim(), hp.kv_dim());
     }
     const double layers = static_cast<double>(std::max<size_t>(1, ctx.density_sum().size()));
     mlp /= layers;
@@ -64,6 +64,7 @@ int run_run(const run_opts& o) {
                          {"tokens", g.r.tokens},
                          {"n_prompt", g.r.n_prompt},
                          {"n_decoded", g.r.n_decoded},
+                         {"stopped", g.stop},
                          {"decode_tokens_per_second", g.decode_tokens_per_second},
                          {"mlp_density", mlp},
                          {"attn_density", attn}};
@@ -82,7 +83,7 @@ int run_run(const run_opts& o) {
     if (sr)
         std::fprintf(stderr, "; simulated on %s: %.2f tok/s, cache hit rate %.1f%%", c.device.name.c_str(),
                      sr->tokens_per_s, 100 * sr->hit_rate);
-    std::fprintf(stderr, "\n");
+    std::fprintf(stderr, "\nstopped: %s\n", g.stop.c_str());
     return 0;
 }
 

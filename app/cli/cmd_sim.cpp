@@ -96,6 +96,7 @@ nlohmann::json report_json(const ss::run_report& r, bool per_token) {
                   {"n_layers", s.n_layers},
                   {"n_heads", s.n_heads},
                   {"n_kv_heads", s.n_kv_heads},
+                  {"head_dim", s.head_dim()},
                   {"vocab_size", s.vocab_size},
                   {"tied_embeddings", s.tied_embeddings}};
     nlohmann::json units = nlohmann::json::array();

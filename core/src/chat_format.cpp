@@ -32,6 +32,16 @@ const char* chat_family_name(chat_family f) {
     return "?";
 }
 
+const char* chat_end_of_turn(chat_family f) {
+    switch (f) {
+    case chat_family::llama3: return "<|eot_id|>";
+    case chat_family::chatml: return "<|im_end|>";
+    case chat_family::phi3: return "<|end|>";
+    case chat_family::gemma: return "<end_of_turn>";
+    default: return nullptr;
+    }
+}
+
 result<chat_family> chat_family_of(const std::string& t, const std::string& source) {
     const auto has = [&](const char* marker) { return t.find(marker) != std::string::npos; };
     const auto other = [&](const char* family) {

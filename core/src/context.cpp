@@ -66,8 +66,8 @@ result<context> context::create(const model& m, const context_params& params) {
     const size_t b = static_cast<size_t>(c.m_batch);
     c.m_x.resize(b * hp.dim);
     c.m_xb.resize(b * hp.dim);
-    c.m_q.resize(b * hp.dim);
-    c.m_att.resize(b * hp.dim);
+    c.m_q.resize(b * hp.q_dim());
+    c.m_att.resize(b * hp.q_dim());
     c.m_proj.resize(b * hp.dim);
     c.m_k.resize(b * hp.kv_dim());
     c.m_v.resize(b * hp.kv_dim());
@@ -75,7 +75,7 @@ result<context> context::create(const model& m, const context_params& params) {
     c.m_up.resize(b * hp.hidden_dim);
     c.m_scores.resize(static_cast<size_t>(kernels::attention_threads(c.m_threads)) * n_ctx);
     c.m_logits.resize(static_cast<size_t>(hp.vocab_size));
-    c.m_compact.resize(static_cast<size_t>(std::max(hp.hidden_dim, hp.dim)));
+    c.m_compact.resize(static_cast<size_t>(std::max({hp.hidden_dim, hp.dim, hp.q_dim()})));
     c.m_density_sum.assign(static_cast<size_t>(hp.n_layers), layer_density{});
     for (layer_density& d : c.m_density_sum) std::fill(std::begin(d.d), std::end(d.d), 0.0f);
     return c;

@@ -75,7 +75,7 @@ void add_bias(float* y, const float* b, int32_t n, int32_t width) {
 void context::finish_qkv(int32_t l, int32_t n, int32_t pos0) {
     const model_hparams& hp = m_model->hp;
     const layer_weights& lw = m_model->layers[static_cast<size_t>(l)];
-    if (lw.bq) add_bias(m_q.data(), lw.bq, n, hp.dim);
+    if (lw.bq) add_bias(m_q.data(), lw.bq, n, hp.q_dim());
     if (lw.bk) add_bias(m_k.data(), lw.bk, n, hp.kv_dim());
     if (lw.bv) add_bias(m_v.data(), lw.bv, n, hp.kv_dim());
     if (lw.q_norm) kernels::rmsnorm_rows(m_q.data(), m_q.data(), lw.q_norm, int64_t{n} * hp.n_heads, hp.head_dim(), hp.norm_eps);
@@ -97,8 +97,9 @@ void context::attend(int32_t l, int32_t n, int32_t pos0) {
     kernels::attention_shape shape{hp.n_heads, hp.n_kv_heads, hp.head_dim()};
     shape.softcap = a.attn_softcap;
     shape.window = a.layer_slides(l) ? a.swa_window : 0;
+    shape.scale = a.attn_scale;
     kernels::attention_causal(m_q.data(), k_cache, v_cache, pos0, n, shape, m_att.data(), m_scores.data(), m_threads);
-    observe(l, probe::attn_out, pos0, n, m_att.data(), hp.dim);
+    observe(l, probe::attn_out, pos0, n, m_att.data(), hp.q_dim());
 }
 
 void context::add_residual(const float* post_norm, int32_t n) {

@@ -244,7 +244,7 @@ void context::layer_forward_sparse(int32_t l, int32_t pos) {
     project_in(lw.wv, layout(proj::v), m_masks.v_in, m_xb.data(), m_v.data(), m_threads);
     finish_qkv(l, 1, pos);
     attend(l, 1, pos);
-    if (m_traits.o_input) m_method->select_o_input(ti, {m_att.data(), static_cast<size_t>(dim)}, m_masks);
+    if (m_traits.o_input) m_method->select_o_input(ti, {m_att.data(), static_cast<size_t>(hp.q_dim())}, m_masks);
     project_in(lw.wo, layout(proj::o), m_masks.o_in, m_att.data(), m_proj.data(), m_threads);
     add_residual(lw.post_attn_norm, 1);
 
@@ -255,7 +255,7 @@ void context::layer_forward_sparse(int32_t l, int32_t pos) {
     if (m_traits.split_mlp) mlp_split(l, ti, d_split);  // context_split.cpp
     add_residual(lw.post_ffn_norm, 1);
 
-    layer_density d = masks_density(m_masks, dim, hp.hidden_dim, m_traits.up_first);
+    layer_density d = masks_density(m_masks, dim, hp.hidden_dim, m_traits.up_first, hp.q_dim());
     if (m_traits.split_mlp)
         for (proj p : {proj::gate, proj::up, proj::down}) d.d[static_cast<int>(p)] = d_split.d[static_cast<int>(p)];
     layer_density& sum = m_density_sum[static_cast<size_t>(l)];

@@ -139,7 +139,7 @@ result<eval_result> eval_method(context& ctx, const dense_reference& ref, sparsi
         for (int p = 0; p < proj_count; ++p) mean.d[p] = static_cast<float>(sum.d[p] / tokens);
         r.per_layer.push_back(mean);
         mlp += mean.mlp();
-        attn += mean.attention(hp.dim, hp.kv_dim());
+        attn += mean.attention(hp.q_dim(), hp.kv_dim());
     }
     r.mlp_density = mlp / static_cast<double>(r.per_layer.size());
     r.attn_density = attn / static_cast<double>(r.per_layer.size());

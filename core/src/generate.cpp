@@ -5,6 +5,9 @@
 #include <chrono>
 #include <string>
 
+#include "sparselens/core/chat_format.h"
+#include "sparselens/core/tokenizer.h"
+
 namespace sl {
 
 generate_params generate_default_params() { return {}; }
@@ -52,13 +55,48 @@ result<generate_result> generate(context& ctx, std::span<const int32_t> prompt, 
         }
         std::copy(logits, logits + vocab, work.begin());
         const int32_t next = smp.sample(work.data());
-        if (params.stop_at_bos && next == params.bos_id) break;
+        const bool at_bos = params.stop_at_bos && next == params.bos_id;
+        if (at_bos || std::find(params.stop_ids.begin(), params.stop_ids.end(), next) != params.stop_ids.end()) {
+            out.stopped = at_bos ? stop_reason::bos : stop_reason::end_token;
+            out.stop_token = next;
+            break;
+        }
         out.tokens.push_back(next);
         if (!on_step({pos, token, next, true, logits})) return error{"generate: cancelled", true};
         token = next;
     }
     out.decode_seconds = std::chrono::duration<double>(clock::now() - t1).count();
     return out;
+}
+
+std::vector<int32_t> generation_stop_ids(const tokenizer& tok, bool chat) {
+    std::vector<int32_t> ids;
+    // Plain SentencePiece vocabularies without an end-of-turn token (llama2.c, Llama-2) keep run.c's
+    // semantics, where only a sampled BOS ends a sequence (stories260K matches run.c byte for byte).
+    if (!chat && tok.kind() == tokenizer_kind::sentencepiece && tok.eot_id() < 0) return ids;
+    auto add = [&](int32_t id) {
+        if (id >= 0 && std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+    };
+    add(tok.eos_id());
+    add(tok.eot_id());
+    if (chat) {
+        auto fam = chat_family_of(tok.chat_template(), {});
+        const char* marker = fam ? chat_end_of_turn(*fam) : nullptr;
+        // Parsed as a special token (find_piece sees only pieces text can produce, not control tokens).
+        const std::vector<int32_t> one = marker ? tok.tokenize(marker, false, true) : std::vector<int32_t>{};
+        if (one.size() == 1) add(one[0]);
+    }
+    return ids;
+}
+
+std::string stop_reason_text(const generate_result& r, const tokenizer& tok, int32_t steps) {
+    switch (r.stopped) {
+        case stop_reason::bos: return "sampled BOS (" + std::to_string(r.stop_token) + ")";
+        case stop_reason::end_token:
+            return "end token " + std::string(tok.piece(r.stop_token)) + " (" + std::to_string(r.stop_token) + ")";
+        case stop_reason::length: break;
+    }
+    return "reached " + std::to_string(steps) + " positions";
 }
 
 }  // namespace sl

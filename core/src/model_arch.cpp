@@ -50,6 +50,14 @@ const arch_row k_rows[] = {
         r.swa_window = 4096;
         r.swa_period = 2;
         r.swa_from_file = true;
+        r.dim_heads_scale_layers = 46;
+        return r;
+    }(),
+    [] {  // Gemma (1): GeGLU, scaled embeddings, tied output; no post-norms, soft-caps or sliding window
+        arch_row r = make_row("gemma");
+        r.rope = rope_layout::neox;
+        r.act = glu_activation::gelu_tanh;
+        r.embd_scale_sqrt_dim = true;
         return r;
     }(),
 };

@@ -53,6 +53,9 @@ struct arch_row {
     int32_t swa_period = 1;      // ... <arch>.attention.sliding_window_pattern
     bool swa_from_file = false;  // whether the file's sliding_window key is honoured (llama.cpp: Gemma-2 only here)
     rope_factor_source factors = rope_factor_source::none;
+    // Gemma-2-27B (46 layers) scales q . k by 1 / sqrt(dim / n_heads) instead of 1 / sqrt(head_dim), the
+    // reference's query_pre_attn_scalar; llama.cpp recognises it by the layer count, and so do we.
+    int32_t dim_heads_scale_layers = 0;
     layer_tensor_names names{};
 };
 

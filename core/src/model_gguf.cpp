@@ -161,21 +161,23 @@ outcome read_hparams(gguf_model_builder& b, const gguf_file& g, const arch_row& 
     auto kv = b.int_key(pre + "attention.head_count_kv", int64_t{hp.n_heads}, 1, k_max_heads);
     if (!kv) return kv.err();
     hp.n_kv_heads = static_cast<int32_t>(*kv);
-    if (hp.dim % hp.n_heads != 0)
-        return file_error(path, "embedding_length " + std::to_string(hp.dim) + " is not a multiple of head_count " +
-                                    std::to_string(hp.n_heads));
     if (hp.n_heads % hp.n_kv_heads != 0)
         return file_error(path, "head_count " + std::to_string(hp.n_heads) + " is not a multiple of head_count_kv " +
                                     std::to_string(hp.n_kv_heads));
-    // Heads wider than dim / n_heads (Gemma-2's 256, Qwen3's 128 at small dims) would need q/o widths apart
-    // from dim throughout the engine; refused clearly rather than computed wrong.
-    for (const char* k : {"attention.key_length", "attention.value_length"}) {
-        auto len = b.int_key(pre + k, int64_t{hp.head_dim()}, 1, k_max_dim);
-        if (!len) return len.err();
-        if (*len != hp.head_dim())
-            return file_error(path, pre + k + " = " + std::to_string(*len) + " differs from embedding_length / head_count = " +
-                                        std::to_string(hp.head_dim()) + " (not supported)");
-    }
+    // Head width: attention.key_length when present (Gemma's 256, Qwen3's 128 are wider than
+    // dim / heads), else dim / heads as llama.cpp assumes. Keys and values must have the same width.
+    const bool has_klen = g.find(pre + "attention.key_length") != nullptr;
+    if (!has_klen && hp.dim % hp.n_heads != 0)
+        return file_error(path, "embedding_length " + std::to_string(hp.dim) + " is not a multiple of head_count " +
+                                    std::to_string(hp.n_heads) + " and attention.key_length is absent");
+    auto klen = b.int_key(pre + "attention.key_length", int64_t{hp.dim / hp.n_heads}, 2, k_max_head_dim);
+    if (!klen) return klen.err();
+    auto vlen = b.int_key(pre + "attention.value_length", *klen, 1, k_max_head_dim);
+    if (!vlen) return vlen.err();
+    if (*vlen != *klen)
+        return file_error(path, pre + "attention.value_length = " + std::to_string(*vlen) + " differs from key_length = " +
+                                    std::to_string(*klen) + " (not supported)");
+    hp.head_width = static_cast<int32_t>(*klen);
     auto rope_dim = b.int_key(pre + "rope.dimension_count", int64_t{hp.head_dim()}, 2, hp.head_dim());
     if (!rope_dim) return rope_dim.err();
     hp.rope_dim = static_cast<int32_t>(*rope_dim);
@@ -214,6 +216,8 @@ outcome read_hparams(gguf_model_builder& b, const gguf_file& g, const arch_row& 
     a.qk_norm = row.qk_norm;
     a.post_norms = row.post_norms;
     a.embd_scale = row.embd_scale_sqrt_dim ? std::sqrt(static_cast<float>(hp.dim)) : 1.0f;
+    if (row.dim_heads_scale_layers > 0 && hp.n_layers == row.dim_heads_scale_layers)
+        a.attn_scale = 1.0f / std::sqrt(static_cast<float>(hp.dim / hp.n_heads));
     return {};
 }
 
@@ -271,7 +275,7 @@ result<model> load_gguf_model(std::shared_ptr<const mapped_file> file, const loa
                                         "block_count = " + std::to_string(hp.n_layers));
     }
 
-    const int64_t d = hp.dim, kvd = hp.kv_dim(), h = hp.hidden_dim, nv = hp.vocab_size, hd = hp.head_dim();
+    const int64_t d = hp.dim, qd = hp.q_dim(), kvd = hp.kv_dim(), h = hp.hidden_dim, nv = hp.vocab_size, hd = hp.head_dim();
     const float n_steps = static_cast<float>(2 + 9 * hp.n_layers);
     int step = 0;
     auto tick = [&]() { return progress.report(static_cast<float>(++step) / n_steps); };
@@ -313,7 +317,7 @@ result<model> load_gguf_model(std::shared_ptr<const mapped_file> file, const loa
         struct vec { const float** dst; const char* name; int64_t len; bool wanted; };
         const vec vecs[] = {
             {&L.attn_norm, nm.attn_norm, d, true},           {&L.ffn_norm, nm.ffn_norm, d, true},
-            {&L.bq, nm.q_bias, d, row->qkv_bias},           {&L.bk, nm.k_bias, kvd, row->qkv_bias},
+            {&L.bq, nm.q_bias, qd, row->qkv_bias},           {&L.bk, nm.k_bias, kvd, row->qkv_bias},
             {&L.bv, nm.v_bias, kvd, row->qkv_bias},         {&L.q_norm, nm.q_norm, hd, row->qk_norm},
             {&L.k_norm, nm.k_norm, hd, row->qk_norm},       {&L.post_attn_norm, nm.post_attn_norm, d, row->post_norms},
             {&L.post_ffn_norm, nm.post_ffn_norm, d, row->post_norms},
@@ -326,10 +330,10 @@ result<model> load_gguf_model(std::shared_ptr<const mapped_file> file, const loa
         }
         if (!tick() || !tick()) return progress.cancelled();
         struct mat { tensor_view* dst; const char* name; int64_t cols, rows; };
-        std::vector<mat> mats = {{&L.wo, nm.o, d, d}, {&L.w_down, nm.down, h, d}};
+        std::vector<mat> mats = {{&L.wo, nm.o, qd, d}, {&L.w_down, nm.down, h, d}};
         tensor_view qkv, gate_up;
-        if (row->fused_qkv) mats.push_back({&qkv, nm.qkv, d, d + 2 * kvd});
-        else mats.insert(mats.end(), {{&L.wq, nm.q, d, d}, {&L.wk, nm.k, d, kvd}, {&L.wv, nm.v, d, kvd}});
+        if (row->fused_qkv) mats.push_back({&qkv, nm.qkv, d, qd + 2 * kvd});
+        else mats.insert(mats.end(), {{&L.wq, nm.q, d, qd}, {&L.wk, nm.k, d, kvd}, {&L.wv, nm.v, d, kvd}});
         if (row->fused_gate_up) mats.push_back({&gate_up, nm.up, d, 2 * h});
         else mats.insert(mats.end(), {{&L.w_gate, nm.gate, d, h}, {&L.w_up, nm.up, d, h}});
         for (const mat& x : mats) {
@@ -340,9 +344,9 @@ result<model> load_gguf_model(std::shared_ptr<const mapped_file> file, const loa
         }
         // Fused tensors become separate views, so every method sees q/k/v and gate/up units of their own.
         if (row->fused_qkv) {
-            L.wq = row_slice(qkv, 0, d);
-            L.wk = row_slice(qkv, d, kvd);
-            L.wv = row_slice(qkv, d + kvd, kvd);
+            L.wq = row_slice(qkv, 0, qd);
+            L.wk = row_slice(qkv, qd, kvd);
+            L.wv = row_slice(qkv, qd + kvd, kvd);
         }
         if (row->fused_gate_up) {
             L.w_gate = row_slice(gate_up, 0, h);

@@ -16,10 +16,14 @@ std::string validate_hparams(const model_hparams& hp) {
     for (const field& f : fields)
         if (f.v < 1 || f.v > f.hi)
             return std::string(f.name) + " = " + std::to_string(f.v) + " is out of range [1, " + std::to_string(f.hi) + "]";
-    if (hp.dim % hp.n_heads != 0)
+    if (hp.head_width == 0 && hp.dim % hp.n_heads != 0)
         return "dim " + std::to_string(hp.dim) + " is not a multiple of n_heads " + std::to_string(hp.n_heads);
     if (hp.n_heads % hp.n_kv_heads != 0)
         return "n_heads " + std::to_string(hp.n_heads) + " is not a multiple of n_kv_heads " + std::to_string(hp.n_kv_heads);
+    if (hp.head_dim() < 2 || hp.head_dim() > k_max_head_dim)
+        return "head dimension " + std::to_string(hp.head_dim()) + " is out of range [2, " + std::to_string(k_max_head_dim) + "]";
+    if (int64_t{hp.q_dim()} > k_max_dim)
+        return "n_heads * head dimension = " + std::to_string(hp.q_dim()) + " exceeds " + std::to_string(k_max_dim);
     if (hp.head_dim() % 2 != 0) return "head dimension " + std::to_string(hp.head_dim()) + " is odd (RoPE needs pairs)";
     return {};
 }

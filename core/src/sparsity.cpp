@@ -116,12 +116,12 @@ int64_t intersect_count(const index_mask& a, const index_mask& b, const index_ma
 
 }  // namespace
 
-layer_density masks_density(const layer_masks& m, int64_t dim, int64_t hidden, bool up_first) {
+layer_density masks_density(const layer_masks& m, int64_t dim, int64_t hidden, bool up_first, int64_t o_dim) {
     layer_density d;
     d.d[static_cast<int>(proj::q)] = m.q_in.density(dim);
     d.d[static_cast<int>(proj::k)] = m.k_in.density(dim);
     d.d[static_cast<int>(proj::v)] = m.v_in.density(dim);
-    d.d[static_cast<int>(proj::o)] = m.o_in.density(dim);
+    d.d[static_cast<int>(proj::o)] = m.o_in.density(o_dim > 0 ? o_dim : dim);
     const index_mask all_mask;
     const float rows_first = m.neurons_pre.density(hidden);
     const float rows_second =
@@ -140,8 +140,9 @@ float layer_density::mlp() const {
     return (d[static_cast<int>(proj::gate)] + d[static_cast<int>(proj::up)] + d[static_cast<int>(proj::down)]) / 3.0f;
 }
 
-float layer_density::attention(int64_t dim, int64_t kv_dim) const {
-    const double wq = static_cast<double>(dim), wkv = static_cast<double>(kv_dim);
+float layer_density::attention(int64_t q_dim, int64_t kv_dim) const {
+    // q and o are both dim x q_dim, k and v dim x kv_dim.
+    const double wq = static_cast<double>(q_dim), wkv = static_cast<double>(kv_dim);
     const double total = 2 * wq + 2 * wkv;
     return static_cast<float>((wq * d[0] + wkv * d[1] + wkv * d[2] + wq * d[3]) / total);
 }

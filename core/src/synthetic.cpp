@@ -1,4 +1,4 @@
-// Synthetic GGUF writer (llama, llama3, qwen2, qwen3, phi3, gemma2): deterministic random weights streamed
+// Synthetic GGUF writer (llama, llama3, qwen2, qwen3, phi3, gemma2, gemma): deterministic random weights streamed
 // row by row, metadata as llama.cpp's converter writes it, plus a minimal vocabulary.
 #include "sparselens/core/synthetic.h"
 
@@ -22,7 +22,7 @@ struct shape_row {
 };
 
 model_hparams make_hp(int32_t dim, int32_t hidden, int32_t layers, int32_t heads, int32_t kv, int32_t vocab,
-                      int32_t ctx, float theta) {
+                      int32_t ctx, float theta, int32_t head_width = 0) {
     model_hparams hp;
     hp.dim = dim;
     hp.hidden_dim = hidden;
@@ -31,7 +31,8 @@ model_hparams make_hp(int32_t dim, int32_t hidden, int32_t layers, int32_t heads
     hp.n_kv_heads = kv;
     hp.vocab_size = vocab;
     hp.seq_len = ctx;
-    hp.rope_dim = dim / heads;
+    hp.head_width = head_width;
+    hp.rope_dim = hp.head_dim();
     hp.rope_theta = theta;
     hp.norm_eps = 1e-5f;
     return hp;
@@ -45,6 +46,10 @@ const std::vector<shape_row>& shapes() {
         {"llama-8b-layer", make_hp(4096, 14336, 1, 32, 8, 32000, 8192, 500000.0f), false},
         {"llama-8b-4layer", make_hp(4096, 14336, 4, 32, 8, 32000, 8192, 500000.0f), false},
         {"small-512", make_hp(512, 1536, 4, 8, 4, 1024, 512, 10000.0f), false},
+        // Heads wider than dim / heads, at the ratios of real models but small: Qwen3-0.6B (dim 1024,
+        // 16 x 128-wide heads: q is twice dim) and Gemma-2-2B (dim 2304, 8 x 256: q narrower than dim).
+        {"qwen3-0.6b-mini", make_hp(256, 768, 4, 4, 2, 512, 4096, 1000000.0f, 128), true},
+        {"gemma2-2b-mini", make_hp(768, 1536, 4, 2, 1, 512, 4096, 10000.0f, 256), true},
     };
     return rows;
 }
@@ -63,6 +68,7 @@ struct synth_arch {
     float theta = 0.0f;     // 0: the shape's
     int tied = -1;          // -1: the shape's; 0/1 forced (Gemma-2 has no output.weight)
     bool rope_freqs = false, qkv_bias = false, qk_norm = false, fused = false, post_norms = false, gemma = false;
+    bool softcaps = false;  // Gemma 2's soft-capping and sliding window
 };
 
 const synth_arch k_synth_archs[] = {
@@ -71,7 +77,8 @@ const synth_arch k_synth_archs[] = {
     {"qwen2", "qwen2", 1000000.0f, 1, false, true},
     {"qwen3", "qwen3", 1000000.0f, 1, false, false, true},
     {"phi3", "phi3", 10000.0f, 0, false, false, false, true},
-    {"gemma2", "gemma2", 10000.0f, 1, false, false, false, false, true, true},
+    {"gemma2", "gemma2", 10000.0f, 1, false, false, false, false, true, true, true},
+    {"gemma", "gemma", 10000.0f, 1, false, false, false, false, false, true},
 };
 
 const synth_arch* find_synth_arch(const std::string& name) {
@@ -295,7 +302,7 @@ result<synthetic_summary> synthetic_write(const synthetic_params& p) {
     w.set_f32(k + "attention.layer_norm_rms_epsilon", a->gemma ? 1e-6f : hp.norm_eps);
     w.set_f32(k + "rope.freq_base", hp.rope_theta);
     if (plain || a->rope_freqs) w.set_u32(k + "vocab_size", static_cast<uint32_t>(hp.vocab_size));
-    if (a->qk_norm || a->gemma) {
+    if (a->qk_norm || a->gemma || hp.head_width > 0) {
         w.set_u32(k + "attention.key_length", static_cast<uint32_t>(hp.head_dim()));
         w.set_u32(k + "attention.value_length", static_cast<uint32_t>(hp.head_dim()));
     }
@@ -305,7 +312,7 @@ result<synthetic_summary> synthetic_write(const synthetic_params& p) {
         w.set_f32(k + "rope.scaling.attn_factor", 1.1902f);
         w.set_u32(k + "attention.sliding_window", 2047);
     }
-    if (a->gemma) {
+    if (a->softcaps) {
         // Caps and window smaller than Gemma-2's (50, 30, 4096) so they bite at test lengths.
         w.set_f32(k + "attn_logit_softcapping", 10.0f);
         w.set_f32(k + "final_logit_softcapping", 5.0f);
@@ -324,7 +331,7 @@ result<synthetic_summary> synthetic_write(const synthetic_params& p) {
     auto norm = [&](const std::string& name, int64_t n) {
         return plain ? w.add_tensor(name, ggml_type_id::f32, {n}, ones_fill(n)) : vec(name, n, 1.0f, 0.1f);
     };
-    const int64_t d = hp.dim, kvd = hp.kv_dim(), h = hp.hidden_dim, hd = hp.head_dim();
+    const int64_t d = hp.dim, qd = hp.q_dim(), kvd = hp.kv_dim(), h = hp.hidden_dim, hd = hp.head_dim();
     outcome o = matrix("token_embd.weight", hp.vocab_size, d);
     if (o) o = norm("output_norm.weight", d);
     if (o && !tied) o = matrix("output.weight", hp.vocab_size, d);
@@ -335,16 +342,16 @@ result<synthetic_summary> synthetic_write(const synthetic_params& p) {
     for (int32_t l = 0; o && l < hp.n_layers; ++l) {
         const std::string b = "blk." + std::to_string(l) + ".";
         if (o) o = norm(b + "attn_norm.weight", d);
-        if (o && a->fused) o = matrix(b + "attn_qkv.weight", d + 2 * kvd, d);
-        if (o && !a->fused) o = matrix(b + "attn_q.weight", d, d);
+        if (o && a->fused) o = matrix(b + "attn_qkv.weight", qd + 2 * kvd, d);
+        if (o && !a->fused) o = matrix(b + "attn_q.weight", qd, d);
         if (o && !a->fused) o = matrix(b + "attn_k.weight", kvd, d);
         if (o && !a->fused) o = matrix(b + "attn_v.weight", kvd, d);
-        if (o && a->qkv_bias) o = vec(b + "attn_q.bias", d, 0.0f, 0.5f);
+        if (o && a->qkv_bias) o = vec(b + "attn_q.bias", qd, 0.0f, 0.5f);
         if (o && a->qkv_bias) o = vec(b + "attn_k.bias", kvd, 0.0f, 0.5f);
         if (o && a->qkv_bias) o = vec(b + "attn_v.bias", kvd, 0.0f, 0.5f);
         if (o && a->qk_norm) o = norm(b + "attn_q_norm.weight", hd);
         if (o && a->qk_norm) o = norm(b + "attn_k_norm.weight", hd);
-        if (o) o = matrix(b + "attn_output.weight", d, d);
+        if (o) o = matrix(b + "attn_output.weight", d, qd);
         if (o && a->post_norms) o = norm(b + "post_attention_norm.weight", d);
         if (o) o = norm(b + "ffn_norm.weight", d);
         if (o && !a->fused) o = matrix(b + "ffn_gate.weight", h, d);

@@ -54,6 +54,7 @@ inline constexpr int64_t k_max_dim = 1 << 16;
 inline constexpr int64_t k_max_hidden = 1 << 18;
 inline constexpr int64_t k_max_layers = 1024;
 inline constexpr int64_t k_max_heads = 1024;
+inline constexpr int64_t k_max_head_dim = 1024;
 inline constexpr int64_t k_max_vocab = 1 << 22;
 inline constexpr int64_t k_max_seq_len = 1 << 24;
 

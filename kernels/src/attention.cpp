@@ -15,7 +15,7 @@ namespace {
 void attend_one(const float* q, const float* k_cache, const float* v_cache, int32_t n_pos, int32_t kv_stride,
                 const attention_shape& shape, float* out, float* att) {
     const int32_t head_dim = shape.head_dim;
-    const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+    const float scale = shape.scale > 0.0f ? shape.scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
     const int32_t first = shape.window > 0 ? std::max(0, n_pos - shape.window) : 0;
     float max_score = -INFINITY;
     for (int32_t p = first; p < n_pos; ++p) {

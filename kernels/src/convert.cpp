@@ -207,6 +207,11 @@ void quantize_act_for(dtype t, const kernel_table& kt, const float* x, int64_t n
     for (int64_t b = 0; b < n / 32; ++b) {
         if (kind == act_kind::q8_1) s[b] = round_fp16(s[b]);  // d * sum with the unrounded d, as ggml
         d[b] = round_fp16(d[b]);
+        if (kind == act_kind::q8_0) {  // keeps s = d * sum with the d used (Q4_0's nibble offset term)
+            int32_t sum = 0;
+            for (int j = 0; j < 32; ++j) sum += qs[b * 32 + j];
+            s[b] = d[b] * static_cast<float>(sum);
+        }
     }
 }
 

@@ -9,8 +9,8 @@
 namespace sl::kernels::detail {
 
 // Activations quantized for the integer dot products of Q8_0/Q4_0 weights: blocks of 32 int8
-// with an f32 scale d = amax/127 (ggml's q8_0 uses an fp16 scale; f32 costs nothing here and
-// removes one rounding). s[b] = d[b] * sum(qs of block b) lets Q4_0 kernels use unsigned nibbles
+// with a scale d = amax/127 (rounded to fp16 afterwards by quantize_act_for, as ggml's q8_0, which
+// llama.cpp's logits follow ten times closer). s[b] = d[b] * sum(qs of block b) lets Q4_0 kernels use unsigned nibbles
 // directly (sum (nib-8)*q = sum nib*q - 8*sum q). qs is contiguous so AVX-512 can load two blocks.
 struct q8_act {
     const int8_t* qs = nullptr;  // [n]

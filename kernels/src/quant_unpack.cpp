@@ -203,8 +203,8 @@ const quant_traits& quant_info(dtype t) {
         k_none,                            // f32
         k_none,                            // f16
         k_none,                            // bf16
-        {unpack_q8_0, act_kind::q8_f32, false, false},
-        {unpack_q4_0, act_kind::q8_f32, false, false},
+        {unpack_q8_0, act_kind::q8_0, false, false},
+        {unpack_q4_0, act_kind::q8_0, false, false},
         {unpack_q4_1, act_kind::q8_1, true, false},
         {unpack_q5_0, act_kind::q8_0, false, false},
         {unpack_q5_1, act_kind::q8_1, true, false},

@@ -17,8 +17,8 @@ using unpack_fn = void (*)(const uint8_t* blk, int8_t* q, float* a, float* b);
 // How activations are quantized for the integer dot with a type: the partner ggml's CPU backend uses,
 // so results follow llama.cpp's rounding, not just its arithmetic. All are stored as q8_act blocks of 32.
 enum class act_kind : uint8_t {
-    q8_f32,  // per 32: d = amax/127 in f32 (Q8_0/Q4_0 weights; ggml rounds d to fp16 there)
-    q8_0,    // per 32: as q8_f32, then d rounded to fp16 (ggml block_q8_0)
+    q8_f32,  // per 32: d = amax/127 in f32 (unused since Q8_0/Q4_0 follow ggml's fp16 d too)
+    q8_0,    // per 32: as q8_f32, then d rounded to fp16 and s = d * sum (ggml block_q8_0)
     q8_1,    // per 32: as q8_0, and s = d*sum also rounded to fp16 (ggml block_q8_1)
     q8_k,    // per 256: d = max/127 by the signed max, q clamped to 127 (ggml block_q8_K); d repeated per 32
 };

@@ -202,7 +202,9 @@ result<memory_map> memory_map_build(const model_shape& s, const quant_format& q,
     const uint64_t dim = static_cast<uint64_t>(s.dim), hidden = static_cast<uint64_t>(s.hidden_dim);
     const uint64_t kv = static_cast<uint64_t>(s.kv_dim());
     const uint64_t row_dim = weight_bytes(dim, q.bits, q);
-    mm.attention_bytes = L * (dim + kv + kv + dim) * row_dim;  // wq, wk, wv, wo: rows of `dim` inputs
+    const uint64_t qd = static_cast<uint64_t>(s.q_dim());
+    // wq, wk, wv: rows of `dim` inputs; wo: `dim` rows of q_dim inputs (q_dim = dim unless heads are wider)
+    mm.attention_bytes = L * ((qd + kv + kv) * row_dim + dim * weight_bytes(qd, q.bits, q));
     const uint32_t eb = q.embedding_bits ? q.embedding_bits : q.bits;
     mm.embedding_bytes = static_cast<uint64_t>(s.vocab_size) * weight_bytes(dim, eb, q);
     mm.classifier_bytes = s.tied_embeddings ? 0 : mm.embedding_bytes;

@@ -24,7 +24,8 @@ outcome shape_validate(const model_shape& s, const std::string& origin) {
     if (!in_range(s.n_heads, 65536)) return bad("field 'n_heads' must be in [1, 65536]");
     if (!in_range(s.n_kv_heads, 65536)) return bad("field 'n_kv_heads' must be in [1, 65536]");
     if (!in_range(s.vocab_size, 1 << 24)) return bad("field 'vocab_size' must be in [1, 16777216]");
-    if (s.dim % s.n_heads != 0) return bad("field 'dim' is not a multiple of 'n_heads'");
+    if (s.head_width < 0 || s.head_width > 1024) return bad("field 'head_dim' must be in [1, 1024]");
+    if (s.head_width == 0 && s.dim % s.n_heads != 0) return bad("field 'dim' is not a multiple of 'n_heads'");
     if (s.n_kv_heads > s.n_heads || s.n_heads % s.n_kv_heads != 0)
         return bad("field 'n_heads' is not a multiple of 'n_kv_heads'");
     if (s.max_context < 0) return bad("field 'max_context' must not be negative");
@@ -39,7 +40,7 @@ result<model_shape> shape_load(const std::string& path) {
         detail::json_fields f(j, path);
         f.expect_schema("sparselens.model_shape", 1);
         f.reject_unknown({"schema", "version", "name", "display_name", "description", "notes", "dim", "hidden_dim",
-                          "n_layers", "n_heads", "n_kv_heads", "vocab_size", "tied_embeddings", "max_context"});
+                          "n_layers", "n_heads", "n_kv_heads", "head_dim", "vocab_size", "tied_embeddings", "max_context"});
         s.name = f.string("name", true);
         if (s.name.empty()) f.fail("field 'name' must not be empty");
         s.dim = static_cast<int32_t>(f.integer("dim", 1, max_dim, true));
@@ -47,6 +48,7 @@ result<model_shape> shape_load(const std::string& path) {
         s.n_layers = static_cast<int32_t>(f.integer("n_layers", 1, 4096, true));
         s.n_heads = static_cast<int32_t>(f.integer("n_heads", 1, 65536, true));
         s.n_kv_heads = static_cast<int32_t>(f.integer("n_kv_heads", 1, 65536, true));
+        s.head_width = static_cast<int32_t>(f.integer("head_dim", 1, 1024, false, 0));
         s.vocab_size = static_cast<int32_t>(f.integer("vocab_size", 1, 1 << 24, true));
         s.tied_embeddings = f.boolean("tied_embeddings", false, false);
         s.max_context = static_cast<int32_t>(f.integer("max_context", 0, 1 << 24, false, 0));
@@ -91,6 +93,7 @@ model_shape shape_from_hparams(const model_hparams& hp, bool tied_embeddings, co
     s.vocab_size = hp.vocab_size;
     s.tied_embeddings = tied_embeddings;
     s.max_context = hp.seq_len;
+    s.head_width = hp.head_width;
     return s;
 }
 

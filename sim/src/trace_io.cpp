@@ -95,7 +95,7 @@ std::vector<uint8_t> trace_encode(const trace& t) {
         put_u32(b, static_cast<uint32_t>(v));
     b.push_back(t.shape.tied_embeddings ? 1 : 0);
     b.push_back(static_cast<uint8_t>(t.layout.groups.size()));
-    put_u16(b, 0);
+    put_u16(b, static_cast<uint16_t>(t.shape.head_width));  // was reserved (0): 0 still means dim / n_heads
     for (size_t g = 0; g < 4; ++g)
         b.push_back(g < t.layout.groups.size() ? static_cast<uint8_t>(t.layout.groups[g]) : 0xff);
     put_u32(b, t.n_tokens);
@@ -158,6 +158,7 @@ result<trace> trace_decode(const uint8_t* data, size_t size, const std::string& 
     const uint8_t n_groups = data[45];
     if (flags > 1) return fail("unknown header flags");
     t.shape.tied_embeddings = flags & 1;
+    t.shape.head_width = get_u16(data + 46);
     t.shape.name.assign(reinterpret_cast<const char*>(data + fixed_header), name_len);
     t.label.assign(reinterpret_cast<const char*>(data + fixed_header + name_len), label_len);
     if (auto o = shape_validate(t.shape, name); !o) return o.err();

@@ -34,15 +34,15 @@ std::vector<int32_t> token_ids(int32_t vocab, size_t n) {
 // (weights read over weights held), every other method's the MLP's.
 double measured(const std::string& name, const sl::eval_result& r, const sl::model_hparams& hp) {
     if (name.rfind("teal", 0) != 0) return r.mlp_density;
-    const double attn = 2.0 * hp.dim * hp.dim + 2.0 * hp.dim * hp.kv_dim(), mlp = 3.0 * hp.dim * hp.hidden_dim;
+    const double attn = 2.0 * hp.dim * hp.q_dim() + 2.0 * hp.dim * hp.kv_dim(), mlp = 3.0 * hp.dim * hp.hidden_dim;
     return (r.mlp_density * mlp + r.attn_density * attn) / (mlp + attn);
 }
 
-void run_all_methods(const std::string& arch) {
+void run_all_methods(const std::string& arch, const std::string& shape = "small") {
     sl::synthetic_params p = sl::synthetic_default_params();
     p.arch = arch;
-    p.shape = "small";
-    p.path = (fs::temp_directory_path() / ("sparselens_methods_arch_" + std::to_string(::getpid()) + "_" + arch + ".gguf")).string();
+    p.shape = shape;
+    p.path = (fs::temp_directory_path() / ("sparselens_methods_arch_" + std::to_string(::getpid()) + "_" + arch + "_" + shape + ".gguf")).string();
     ASSERT_TRUE(sl::synthetic_write(p).ok());
     auto m = sl::model_load(p.path);
     ASSERT_TRUE(m.ok()) << m.message();
@@ -99,5 +99,8 @@ void run_all_methods(const std::string& arch) {
 TEST(MethodsArch, Qwen3) { run_all_methods("qwen3"); }
 TEST(MethodsArch, Phi3) { run_all_methods("phi3"); }
 TEST(MethodsArch, Gemma2) { run_all_methods("gemma2"); }
+TEST(MethodsArch, Gemma) { run_all_methods("gemma"); }
+// q twice as wide as dim: TEAL's and CHESS's o-input masks, densities and calibration sites at q_dim.
+TEST(MethodsArch, Qwen3WideHeads) { run_all_methods("qwen3", "qwen3-0.6b-mini"); }
 
 }  // namespace

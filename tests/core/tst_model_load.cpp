@@ -356,11 +356,13 @@ TEST(model_load, rejects_unsupported_or_inconsistent_gguf) {
     };
     struct row { std::string what, expected; std::function<void(sl::gguf_writer&)> edit; tensor_hook tensor; };
     const std::vector<row> rows = {
-        {"arch", "architecture 'falcon' is not supported (supported: llama, qwen2, qwen3, phi3, gemma2)",
+        {"arch", "architecture 'falcon' is not supported (supported: llama, qwen2, qwen3, phi3, gemma2, gemma)",
          [](sl::gguf_writer& w) { w.set_str("general.architecture", "falcon"); }, {}},
         {"kv heads", "head_count 8 is not a multiple of head_count_kv 3", set_u32("llama.attention.head_count_kv", 3), {}},
-        {"key length", "llama.attention.key_length = 16 differs from embedding_length / head_count = 8",
-         set_u32("llama.attention.key_length", 16), {}},
+        {"value length", "llama.attention.value_length = 4 differs from key_length = 8 (not supported)",
+         set_u32("llama.attention.value_length", 4), {}},
+        {"key length", "tensor 'blk.0.attn_output.weight' has shape", set_u32("llama.attention.key_length", 16), {}},
+        {"key length range", "llama.attention.key_length", set_u32("llama.attention.key_length", 4096), {}},
         {"kv heads", "tensor 'blk.0.attn_k.weight' has shape [64, 32], expected [64, 64]", set_u32("llama.attention.head_count_kv", 8), {}},
         {"heads", "not a multiple of head_count", set_u32("llama.attention.head_count", 7), {}},
         {"vocab", "llama.vocab_size = 513", set_u32("llama.vocab_size", 513), {}},
@@ -444,8 +446,14 @@ TEST(model_load, other_architectures_load_and_reject_broken_files) {
          [](sl::gguf_writer& w) { w.set_u32("qwen3.attention.head_count_kv", 3); }, {}},
         {phi3, "required tensor 'blk.0.attn_qkv.weight' is missing", {}, drop("blk.0.attn_qkv.weight")},
         {gemma2, "required tensor 'blk.3.post_ffw_norm.weight' is missing", {}, drop("blk.3.post_ffw_norm.weight")},
-        {gemma2, "gemma2.attention.key_length = 256 differs from embedding_length / head_count = 64",
-         [](sl::gguf_writer& w) { w.set_u32("gemma2.attention.key_length", 256); }, {}},
+        // A head width the tensors do not have: the first mis-shaped tensor is named.
+        {gemma2, "tensor 'blk.0.attn_output.weight' has shape",
+         [](sl::gguf_writer& w) {
+             w.set_u32("gemma2.attention.key_length", 128);
+             w.set_u32("gemma2.attention.value_length", 128);
+         }, {}},
+        {gemma2, "gemma2.attention.value_length = 128 differs from key_length = 64",
+         [](sl::gguf_writer& w) { w.set_u32("gemma2.attention.value_length", 128); }, {}},
     };
     for (const row& r : rows) {
         const std::string path = rewrite(r.file, "bad_arch.gguf", r.edit, r.tensor);

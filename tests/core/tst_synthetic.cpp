@@ -197,7 +197,12 @@ TEST_F(synthetic, shapes_and_errors) {
     EXPECT_EQ(sl::synthetic_shape("llama-8b-4layer")->n_layers, 4);
     EXPECT_EQ(sl::synthetic_shape("small-512")->dim % 256, 0);  // K-quant super-blocks tile every row
     EXPECT_EQ(sl::synthetic_shape("small-512")->hidden_dim % 256, 0);
-    EXPECT_EQ(sl::synthetic_shape_names().size(), 6u);
+    EXPECT_EQ(sl::synthetic_shape_names().size(), 8u);
+    auto wide = sl::synthetic_shape("qwen3-0.6b-mini");
+    ASSERT_TRUE(wide.ok());
+    EXPECT_EQ(wide->head_dim(), 128);
+    EXPECT_EQ(wide->q_dim(), 2 * wide->dim);
+    EXPECT_EQ(sl::synthetic_shape("gemma2-2b-mini")->q_dim(), 512);  // narrower than dim 768
 
     EXPECT_FALSE(sl::synthetic_shape("llama-70b").ok());
     EXPECT_NE(sl::synthetic_shape("llama-70b").message().find("tiny"), std::string::npos);

@@ -1,12 +1,16 @@
 // Byte-level BPE and vocabulary import on small hand-made vocabularies: special-token parsing, vocab-only GGUF
-// round trip, and one-line errors naming the file for inconsistent merges, unknown pre-tokenizers, bad arrays.
+// round trip, end-of-generation tokens and the generation loop stopping at them, and one-line errors naming the file for inconsistent merges, unknown pre-tokenizers, bad arrays.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "sparselens/core/context.h"
+#include "sparselens/core/generate.h"
 #include "sparselens/core/gguf.h"
+#include "sparselens/core/synthetic.h"
 #include "sparselens/core/tokenizer.h"
 #include "sparselens/core/vocab_import.h"
 #include "test_support.h"
@@ -208,6 +212,67 @@ TEST(VocabImport, TokenizerJsonTypesAndSpecials) {
     EXPECT_EQ(v->add_bos, 0);
     EXPECT_EQ(v->merges, std::vector<std::string>{"a b"});
     EXPECT_EQ(v->chat_template, "{{ bos_token }}");
+}
+
+// EOS and EOT come from metadata; with --chat the template family's end-of-turn marker joins them.
+TEST(GenerationStop, StopIdsFromMetadataAndChatTemplate) {
+    sl::embedded_vocab v = tiny_bpe("llama-bpe");
+    v.tokens.push_back("<|eot_id|>");
+    v.types.push_back(3);
+    v.scores.push_back(0.0f);
+    const int32_t im_end = id_of(v, "<|im_end|>"), eot = id_of(v, "<|eot_id|>"), hello = id_of(v, "hello");
+    v.eos_id = hello;  // any id: what matters is that it is reported
+    v.eot_id = eot;
+    v.chat_template = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>{% endfor %}";
+    auto t = sl::tokenizer::from_embedded_vocab(v, "tiny.gguf");
+    ASSERT_TRUE(t.ok()) << t.message();
+    EXPECT_EQ(sl::generation_stop_ids(*t, false), (std::vector<int32_t>{hello, eot}));
+    // --chat adds the ChatML end of turn, which is neither EOS nor EOT here.
+    EXPECT_EQ(sl::generation_stop_ids(*t, true), (std::vector<int32_t>{hello, eot, im_end}));
+    sl::generate_result r;
+    r.stopped = sl::stop_reason::end_token;
+    r.stop_token = im_end;
+    EXPECT_EQ(sl::stop_reason_text(r, *t, 64), "end token <|im_end|> (" + std::to_string(im_end) + ")");
+    r.stopped = sl::stop_reason::length;
+    EXPECT_EQ(sl::stop_reason_text(r, *t, 64), "reached 64 positions");
+}
+
+// The loop itself: a greedy run of a synthetic model, then the same run with one of its sampled tokens
+// declared an end token, which must end the generation right before that token.
+TEST(GenerationStop, LoopStopsAtAnEndToken) {
+    sl::synthetic_params sp = sl::synthetic_default_params();
+    sp.path = write_temp("stop_tiny.gguf", {});
+    sp.shape = "tiny";
+    ASSERT_TRUE(sl::synthetic_write(sp).ok());
+    auto m = sl::model_load(sp.path);
+    ASSERT_TRUE(m.ok()) << m.message();
+    auto ctx = sl::context::create(*m, sl::context_default_params());
+    ASSERT_TRUE(ctx.ok()) << ctx.message();
+    sl::generate_params gp = sl::generate_default_params();
+    gp.steps = 40;
+    gp.sampling.temperature = 0.0f;
+    gp.stop_at_bos = false;
+    const std::vector<int32_t> prompt = {1, 300, 301};
+    auto run = [&]() {
+        auto r = sl::generate(*ctx, prompt, gp, [](const sl::generate_step&) { return true; });
+        EXPECT_TRUE(r.ok()) << r.message();
+        return r.ok() ? *r : sl::generate_result{};
+    };
+    const sl::generate_result full = run();
+    ASSERT_EQ(full.tokens.size(), 41u);  // 40 positions and the token after the last
+    EXPECT_EQ(full.stopped, sl::stop_reason::length);
+    // The first sampled token (after the first two) that did not occur before it.
+    size_t at = 0;
+    for (size_t i = prompt.size() + 2; i < full.tokens.size() && at == 0; ++i)
+        if (std::find(full.tokens.begin(), full.tokens.begin() + static_cast<std::ptrdiff_t>(i), full.tokens[i]) ==
+            full.tokens.begin() + static_cast<std::ptrdiff_t>(i))
+            at = i;
+    ASSERT_GT(at, 0u) << "greedy run repeats itself from the start; pick another prompt";
+    gp.stop_ids = {full.tokens[at]};
+    const sl::generate_result cut = run();
+    EXPECT_EQ(cut.stopped, sl::stop_reason::end_token);
+    EXPECT_EQ(cut.stop_token, full.tokens[at]);
+    EXPECT_EQ(cut.tokens, std::vector<int32_t>(full.tokens.begin(), full.tokens.begin() + static_cast<std::ptrdiff_t>(at)));
 }
 
 }  // namespace

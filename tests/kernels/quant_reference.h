@@ -156,7 +156,7 @@ inline std::vector<double> ref_decode(const tensor_view& v) {
 }
 
 // ggml's activation partner of each type: Q8_K (per 256) for the K-quants and IQ4_XS, Q8_1 for
-// Q4_1/Q5_1, Q8_0 (fp16 scale) for Q5_0/IQ4_NL.
+// Q4_1/Q5_1, Q8_0 (fp16 scale) for Q8_0/Q4_0/Q5_0/IQ4_NL.
 inline bool act_per_256(dtype t) { return dtype_block_elems(t) == 256; }
 inline bool act_q8_1(dtype t) { return t == dtype::q4_1 || t == dtype::q5_1; }
 
@@ -165,7 +165,6 @@ inline bool act_q8_1(dtype t) { return t == dtype::q4_1 || t == dtype::q5_1; }
 // Q8_0/Q8_1: d = amax/127 rounded to fp16, q = round(x * 127/amax). (Q8_1's fp16 s = d*sum is not
 // representable as values: tests widen their bound for those types.)
 inline std::vector<double> quantized_x_for(dtype t, const std::vector<float>& x) {
-    if (t == dtype::q8_0 || t == dtype::q4_0) return quantized_x(x);  // f32 scales (see dense_internal.h)
     if (!act_per_256(t)) {
         std::vector<double> out = quantized_x(x);
         for (size_t b = 0; b < x.size() / 32; ++b) {

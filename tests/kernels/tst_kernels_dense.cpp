@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "kernel_test_util.h"
+#include "quant_reference.h"
 #include "sparselens/kernels/kernels.h"
 #include "sparselens/kernels/membw.h"
 
@@ -59,7 +59,7 @@ TEST_P(dense_by_type, gemv_matches_double_reference) {
         const std::vector<double> xe(x.begin(), x.end());
         const std::vector<double> w = decode(m.view);
         const std::vector<double> ref_exact = reference(m, w, xe);
-        const std::vector<double> ref_used = is_quant(t) ? reference(m, w, quantized_x(x)) : ref_exact;
+        const std::vector<double> ref_used = is_quant(t) ? reference(m, w, quantized_x_for(t, x)) : ref_exact;
         std::vector<float> first;
         for (k::isa i : isas()) {
             SCOPED_TRACE(::testing::Message() << sl::dtype_name(t) << " " << k::isa_name(i) << " " << s.rows << "x"

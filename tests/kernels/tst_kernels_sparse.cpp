@@ -27,7 +27,7 @@
 
 #include <gtest/gtest.h>
 
-#include "kernel_test_util.h"
+#include "quant_reference.h"
 #include "sparselens/kernels/attention.h"
 #include "sparselens/kernels/kernels.h"
 #include "sparselens/kernels/sparse.h"
@@ -179,7 +179,7 @@ TEST_P(sparse_by_type, output_sparse_matches_reference_and_dense) {
         const matrix w = make_matrix(t, s.rows, s.cols, 21 + s.rows * 5 + s.cols);
         const std::vector<double> wd = decode(w.view);
         const std::vector<float> x = make_x(s.cols, 7 + s.cols);
-        const std::vector<double> x_used = is_quant(t) ? quantized_x(x) : std::vector<double>(x.begin(), x.end());
+        const std::vector<double> x_used = is_quant(t) ? quantized_x_for(t, x) : std::vector<double>(x.begin(), x.end());
         std::vector<std::vector<float>> dense;  // gemv per ISA, for the bit-identity check
         for (k::isa i : isas()) {
             k::set_active_isa(i);
@@ -250,7 +250,7 @@ TEST_P(sparse_by_type, fused_mlp_matches_reference_and_dense) {
             }
         const std::vector<float> x = make_x(dim, 3 + dim, 2.0f / std::sqrt(static_cast<float>(dim)));
         const std::vector<double> xe(x.begin(), x.end());
-        const std::vector<double> xq = is_quant(t) ? quantized_x(x) : xe;
+        const std::vector<double> xq = is_quant(t) ? quantized_x_for(t, x) : xe;
         auto reference = [&](const std::vector<int32_t>& idx, const std::vector<double>& xv) {
             std::vector<double> y(static_cast<size_t>(dim), 0.0);
             for (int32_t j : idx) {

@@ -50,8 +50,8 @@ activation_recorder::activation_recorder(const model_hparams& hp, int32_t max_to
 
 int32_t activation_recorder::width_of(probe where) const {
     switch (where) {
+        case probe::attn_out: return m_hp.q_dim();  // concatenated heads: wider than dim on Gemma, Qwen3
         case probe::attn_in:
-        case probe::attn_out:
         case probe::mlp_in: return m_hp.dim;
         default: return m_hp.hidden_dim;
     }
@@ -105,13 +105,13 @@ void activation_recorder::on_masks(int32_t layer, int32_t pos, const layer_masks
     m_tokens = std::max(m_tokens, pos + 1);
     if (pos < static_cast<int32_t>(m_density_layers.size())) {
         m_mlp_density_sum[static_cast<size_t>(pos)] += density.mlp();
-        m_attn_density_sum[static_cast<size_t>(pos)] += density.attention(m_hp.dim, m_hp.kv_dim());
+        m_attn_density_sum[static_cast<size_t>(pos)] += density.attention(m_hp.q_dim(), m_hp.kv_dim());
         ++m_density_layers[static_cast<size_t>(pos)];
     }
     if (pos >= m_max_tokens || (!m_all && layer != m_layer)) return;
     for (int kind = 0; kind < 4; ++kind) {
         if (!m_all && kind != mask_kind(m_where)) continue;
-        const int32_t w = kind == 3 ? m_hp.hidden_dim : m_hp.dim;
+        const int32_t w = kind == 3 ? m_hp.hidden_dim : kind == 1 ? m_hp.q_dim() : m_hp.dim;
         std::vector<uint8_t>& k = m_kept[static_cast<size_t>(layer) * 4 + kind];
         const size_t need = static_cast<size_t>(pos + 1) * static_cast<size_t>(w);
         if (k.size() < need) k.resize(need, 1);  // positions that reported no masks ran dense

@@ -104,6 +104,7 @@ result<std::shared_ptr<model_card>> engine::load(const std::string& path, const 
     card->n_layers = hp.n_layers;
     card->n_heads = hp.n_heads;
     card->n_kv_heads = hp.n_kv_heads;
+    card->head_dim = hp.head_dim();
     card->vocab_size = hp.vocab_size;
     card->seq_len = hp.seq_len;
     if (!m->layers.empty()) card->weight_type = std::string(dtype_name(m->layers[0].w_gate.type));

@@ -108,6 +108,7 @@ result<engine::generated> engine::generate(const generate_request& req, const st
     gp.sampling.seed = req.seed;
     gp.prompt_logits = true;
     gp.bos_id = m_tok->bos_id();
+    gp.stop_ids = generation_stop_ids(*m_tok, req.chat);
 
     std::vector<int32_t> tokens;  // every position run so far, then the last emitted token
     std::vector<token_event> pending;
@@ -217,6 +218,7 @@ result<engine::generated> engine::generate(const generate_request& req, const st
     st.sim_hit_rate = cache.value()->hit_rate();
     st.mean_kld = kld_n > 0 ? kld_sum / kld_n : -1.0;
     st.stopped = stopped;
+    if (r) st.stop_reason = stop_reason_text(*r, *m_tok, gp.steps);
     st.text = m_tok->decode_all(tokens);
     const auto [layer, where] = hooks.selection();
     out.activations = rec->snapshot(layer, where, st.n_tokens, gen);

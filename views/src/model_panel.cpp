@@ -111,7 +111,7 @@ void ModelPanel::setModelCard(std::shared_ptr<const model_card> c) {
     row(tr("file"), formatBytes(double(m.file_bytes)));
     row(tr("layers"), QString::number(m.n_layers));
     row(tr("dim / hidden"), QStringLiteral("%1 / %2").arg(m.dim).arg(m.hidden_dim));
-    row(tr("heads / kv heads"), QStringLiteral("%1 / %2").arg(m.n_heads).arg(m.n_kv_heads));
+    row(tr("heads / kv heads"), QStringLiteral("%1 / %2 (head width %3)").arg(m.n_heads).arg(m.n_kv_heads).arg(m.head_dim));
     row(tr("vocabulary"), QString::number(m.vocab_size));
     row(tr("context"), QString::number(m.seq_len));
     row(tr("MLP weights"), QString::fromStdString(m.weight_type));

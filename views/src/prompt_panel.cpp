@@ -260,6 +260,7 @@ void PromptPanel::finishOutput(const generation_stats& s) {
                 .arg(100 * s.sim_hit_rate, 0, 'f', 1);
     if (s.mean_kld >= 0) text += tr(" · mean KL to dense %1").arg(s.mean_kld, 0, 'f', 4);
     if (s.stopped) text += tr(" · stopped");
+    else if (!s.stop_reason.empty()) text += tr(" · ended: %1").arg(QString::fromStdString(s.stop_reason));
     m_stats->setText(text);
 }
 

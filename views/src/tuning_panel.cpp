@@ -392,10 +392,10 @@ void TuningPanel::updateDramRange() {
     }
     const uint64_t keep = dramBytes();
     const bool had = m_dramHi > m_dramLo && m_dram->property("sized").toBool();
-    const sim::model_shape shape = sim::shape_from_hparams(
-        model_hparams{m_card->dim, m_card->hidden_dim, m_card->n_layers, m_card->n_heads, m_card->n_kv_heads,
-                      m_card->vocab_size, m_card->seq_len},
-        m_card->tied_embeddings, m_card->name);
+    model_hparams hp{m_card->dim, m_card->hidden_dim, m_card->n_layers, m_card->n_heads, m_card->n_kv_heads,
+                     m_card->vocab_size, m_card->seq_len};
+    hp.head_width = m_card->head_dim;
+    const sim::model_shape shape = sim::shape_from_hparams(hp, m_card->tied_embeddings, m_card->name);
     const uint32_t ctx = static_cast<uint32_t>(std::clamp(m_card->seq_len, 1, 1024));
     auto layout = sim::layout_parse("bundle");
     auto mm = sim::memory_map_build(shape, sim::quant_default(static_cast<uint32_t>(m_bits->currentData().toInt())),

@@ -25,6 +25,10 @@ enum class chat_family {
 
 const char* chat_family_name(chat_family f);
 
+// The token that ends the assistant's turn in this family (<|eot_id|>, <|im_end|>, <|end|>,
+// <end_of_turn>); nullptr for the [INST] families, which end with EOS.
+const char* chat_end_of_turn(chat_family f);
+
 // The family of a Jinja chat template, recognised by markers in the order llama.cpp checks them (so a
 // template of another family that shares a marker is not mistaken for one of ours). Unrecognised or
 // empty templates are an error naming `source` and the supported families.

@@ -23,8 +23,12 @@ struct model_hparams {
     int32_t rope_dim = 0;    // dimensions rotated per head (== head_dim for llama)
     float rope_theta = 10000.0f;
     float norm_eps = 1e-5f;
+    // Width of one attention head (GGUF attention.key_length); 0 = dim / n_heads. Gemma and Qwen3 use
+    // heads wider than dim / n_heads, so q and the attention output are q_dim() wide, not dim.
+    int32_t head_width = 0;
 
-    int32_t head_dim() const { return n_heads > 0 ? dim / n_heads : 0; }
+    int32_t head_dim() const { return head_width > 0 ? head_width : n_heads > 0 ? dim / n_heads : 0; }
+    int32_t q_dim() const { return head_dim() * n_heads; }  // width of q and of the o projection's input
     int32_t kv_dim() const { return head_dim() * n_kv_heads; }
 };
 
@@ -50,6 +54,7 @@ struct arch_features {
     int32_t swa_window = 0;           // sliding-window layers attend to the last swa_window positions; 0 = none
     int32_t swa_period = 1;           // layer l slides when l % period < period - 1 (llama.cpp's pattern); 1 = all
     float rope_attn_factor = 1.0f;    // cos/sin multiplied by this (rope.scaling.attn_factor)
+    float attn_scale = 0.0f;          // q . k multiplier; 0 = 1 / sqrt(head_dim)
 
     bool layer_slides(int32_t l) const { return swa_window > 0 && (swa_period <= 1 || l % swa_period < swa_period - 1); }
 };
@@ -59,8 +64,8 @@ std::string arch_summary(const arch_features& a);
 
 struct layer_weights {
     const float* attn_norm = nullptr;  // [dim]
-    tensor_view wq, wk, wv, wo;        // [dim, dim], [kv_dim, dim] x2, [dim, dim]; views into attn_qkv when fused
-    const float* bq = nullptr;         // [dim] q bias (arch_features::qkv_bias)
+    tensor_view wq, wk, wv, wo;        // [q_dim, dim], [kv_dim, dim] x2, [dim, q_dim]; views into attn_qkv when fused
+    const float* bq = nullptr;         // [q_dim] q bias (arch_features::qkv_bias)
     const float* bk = nullptr;         // [kv_dim]
     const float* bv = nullptr;         // [kv_dim]
     const float* q_norm = nullptr;     // [head_dim] (arch_features::qk_norm)

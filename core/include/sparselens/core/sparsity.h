@@ -56,9 +56,10 @@ struct layer_masks {
 struct layer_density {
     float d[proj_count] = {1, 1, 1, 1, 1, 1, 1};
     float mlp() const;        // weighted mean over gate, up, down (equal sizes)
-    float attention(int64_t dim, int64_t kv_dim) const;  // weighted by q/k/v/o sizes
+    float attention(int64_t q_dim, int64_t kv_dim) const;  // weighted by q/k/v/o sizes (model_hparams::q_dim())
 };
-layer_density masks_density(const layer_masks& m, int64_t dim, int64_t hidden, bool up_first);
+// o_dim: width of the o projection's input (model_hparams::q_dim()); 0 = dim.
+layer_density masks_density(const layer_masks& m, int64_t dim, int64_t hidden, bool up_first, int64_t o_dim = 0);
 
 // What a method reads besides activations. `resident` is the per-layer cache state (1 = unit in DRAM)
 // that DIP-CA re-weights by; null when no cache is simulated.

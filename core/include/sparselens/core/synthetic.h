@@ -1,4 +1,4 @@
-// Synthetic GGUF models with random weights (llama, llama3, qwen2, qwen3, phi3, gemma2), for benchmarks at
+// Synthetic GGUF models with random weights (llama, llama3, qwen2, qwen3, phi3, gemma2, gemma), for benchmarks at
 // real-model shapes and for parity tests against llama.cpp.
 #pragma once
 
@@ -37,11 +37,14 @@ synthetic_params synthetic_default_params();
 //   llama-8b-4layer the same with 4 layers
 //   small-512       dim 512,  hidden 1536,  4 layers,  8/4 heads, vocab 1024,  ctx 512,  theta 1e4, untied
 //                   (every row a multiple of 256: llama.cpp quantizes it to K-quants without fallbacks)
+//   qwen3-0.6b-mini dim 256,  hidden 768,   4 layers,  4/2 heads of 128 (q = 2 x dim, as Qwen3-0.6B), vocab 512
+//   gemma2-2b-mini  dim 768,  hidden 1536,  4 layers,  2/1 heads of 256 (q < dim, as Gemma-2-2B), vocab 512
 std::vector<std::string> synthetic_shape_names();
 
 // Architectures: llama (plain), llama3 (rope_freqs.weight from llama3 scaling, untied), qwen2 (q/k/v biases),
 // qwen3 (q/k norms), phi3 (fused attn_qkv and gate||up ffn_up, long/short RoPE factors), gemma2 (GeGLU,
-// post-norms, soft-caps 10/5, sliding window 16 on even layers, no output.weight).
+// post-norms, soft-caps 10/5, sliding window 16 on even layers, no output.weight), gemma (GeGLU, embedding
+// scale, no output.weight).
 std::vector<std::string> synthetic_arch_names();
 std::string synthetic_arch_names_text();  // comma-separated, for messages
 

@@ -11,6 +11,7 @@ struct attention_shape {
     int32_t head_dim = 0;
     float softcap = 0.0f;  // scores -> softcap * tanh(scores / softcap) before the softmax when > 0 (Gemma-2)
     int32_t window = 0;    // when > 0, a query at position p sees only positions (p - window, p] (sliding window)
+    float scale = 0.0f;    // q . k multiplier; 0 = 1 / sqrt(head_dim) (Gemma-2-27B uses 1 / sqrt(dim / n_heads))
 };
 
 // For query token t in [0, n) at position pos0 + t, attends over cache positions [0, pos0 + t]:

@@ -21,12 +21,14 @@ struct model_shape {
     int32_t vocab_size = 0;
     bool tied_embeddings = false;  // classifier shares the token-embedding matrix
     int32_t max_context = 0;       // informational; 0 = unknown
+    int32_t head_width = 0;        // attention head width when not dim / n_heads (Gemma, Qwen3); 0 = dim / n_heads
 
-    int32_t head_dim() const { return n_heads > 0 ? dim / n_heads : 0; }
+    int32_t head_dim() const { return head_width > 0 ? head_width : n_heads > 0 ? dim / n_heads : 0; }
+    int32_t q_dim() const { return head_dim() * n_heads; }
     int32_t kv_dim() const { return head_dim() * n_kv_heads; }
 };
 
-// Checks positivity, dim % n_heads == 0, n_heads % n_kv_heads == 0 and sane upper bounds.
+// Checks positivity, dim % n_heads == 0 (unless head_dim is given), n_heads % n_kv_heads == 0 and sane upper bounds.
 outcome shape_validate(const model_shape& s, const std::string& origin);
 
 // {"schema": "sparselens.model_shape", "version": 1, "name": ..., "dim": ..., ...}

@@ -57,6 +57,7 @@ struct generation_stats {
     double sim_tokens_per_s = 0, sim_hit_rate = 0;
     double mean_kld = -1;            // over generated positions; -1 without a dense shadow
     bool stopped = false;            // the user stopped it; the snapshots hold what was produced
+    std::string stop_reason;         // otherwise why it ended: "end token <|eot_id|> (128009)", "reached 256 positions"
     std::string text;                // the decoded tokens
 };
 

@@ -26,6 +26,7 @@ struct model_card {
     std::string chat_format;         // recognised chat template family, "none" or "unrecognised"
     uint64_t file_bytes = 0;
     int32_t dim = 0, hidden_dim = 0, n_layers = 0, n_heads = 0, n_kv_heads = 0, vocab_size = 0, seq_len = 0;
+    int32_t head_dim = 0;     // width of one attention head (not always dim / n_heads)
     std::string weight_type;  // e.g. "F32", "Q8_0" (the MLP weights' type)
     uint64_t attention_bytes = 0, mlp_bytes = 0, embedding_bytes = 0, other_bytes = 0;
     bool has_tokenizer = false;
