@@ -2,6 +2,7 @@
 // memory measured as the simulator models them, written as a device profile (assets/devices format).
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 
 #include "cli_offload.h"
@@ -14,7 +15,7 @@ namespace {
 struct probe_opts {
     std::string size = "512MiB", dir, out;
     double seconds = 0.4;
-    bool json = false;
+    bool json = false, save = false;
 };
 
 std::string default_cache_dir() {
@@ -46,10 +47,17 @@ int run_probe(const probe_opts& o) {
                   {"dram_read_bytes_per_s", r.dram_bytes_per_s},
                   {"scratch_file_bytes", p.file_bytes},
                   {"random_reads", points}};
-    if (!o.out.empty()) {
-        std::ofstream f(o.out);
+    std::string out = o.out;
+    if (o.save) {  // where device_list finds it: the GUI lists it as "this machine (measured)"
+        if (sim::user_devices_dir().empty()) throw cli_error("--save: neither XDG_CONFIG_HOME nor HOME is set");
+        std::error_code ec;
+        std::filesystem::create_directories(sim::user_devices_dir(), ec);
+        out = (std::filesystem::path(sim::user_devices_dir()) / "this-machine.json").string();
+    }
+    if (!out.empty()) {
+        std::ofstream f(out);
         f << j.dump(2) << "\n";
-        if (!f) throw cli_error(o.out + ": cannot write");
+        if (!f) throw cli_error(out + ": cannot write");
     }
     if (o.json) {
         print_json(j);
@@ -68,7 +76,7 @@ int run_probe(const probe_opts& o) {
     std::printf("profile: flash %.0f MB/s + %.1f us per read (QD 32 fit), %.0f us per batch, merge gaps up to %d "
                 "pages, page 4096, no I/O-compute overlap%s%s\n",
                 d.flash_bandwidth / 1e6, d.flash_read_latency_s * 1e6, d.flash_batch_latency_s * 1e6,
-                d.flash_merge_gap_pages, o.out.empty() ? "" : "; written to ", o.out.c_str());
+                d.flash_merge_gap_pages, out.empty() ? "" : "; written to ", out.c_str());
     return 0;
 }
 
@@ -81,8 +89,14 @@ void register_probe_device(CLI::App& app, command_fn& run) {
     c->add_option("--dir", o->dir, "Folder for the scratch file (default: the cache directory); must allow O_DIRECT");
     c->add_option("--seconds", o->seconds, "Seconds per (read size, queue depth) point")->check(CLI::Range(0.05, 60.0));
     c->add_option("--out", o->out, "Write the profile here (assets/devices format)");
+    c->add_flag("--save", o->save,
+                "Write the profile as this-machine.json in the user's device folder (~/.config/sparselens/devices), "
+                "where run --device this-machine and the GUI's device list find it");
     c->add_flag("--json", o->json, "Machine-readable output");
-    c->callback([o, &run] { run = [o] { return run_probe(*o); }; });
+    c->callback([o, &run] {
+        if (o->save && !o->out.empty()) throw CLI::ValidationError("--save and --out are exclusive");
+        run = [o] { return run_probe(*o); };
+    });
 }
 
 }  // namespace sl::cli

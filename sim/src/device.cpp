@@ -150,13 +150,32 @@ result<device_profile> device_load(const std::string& path) {
     return d;
 }
 
+std::string user_devices_dir() {
+    if (const char* x = std::getenv("XDG_CONFIG_HOME"); x && *x) return (fs::path(x) / "sparselens" / "devices").string();
+    if (const char* h = std::getenv("HOME"); h && *h) return (fs::path(h) / ".config" / "sparselens" / "devices").string();
+    return {};
+}
+
+namespace {
+// Where profiles are looked up: the assets' devices, then (default lookups only) the user's.
+std::vector<fs::path> device_dirs(const std::string& assets) {
+    std::vector<fs::path> dirs{fs::path(assets_dir(assets)) / "devices"};
+    if (assets.empty() && !user_devices_dir().empty()) dirs.emplace_back(user_devices_dir());
+    return dirs;
+}
+}  // namespace
+
 std::vector<std::string> device_list(const std::string& assets) {
     std::vector<std::string> out;
     std::error_code ec;
-    const fs::path dir = fs::path(assets_dir(assets)) / "devices";
-    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
-        if (it->path().extension() == ".json") out.push_back(it->path().stem().string());
-    std::sort(out.begin(), out.end());
+    for (const fs::path& dir : device_dirs(assets)) {
+        std::vector<std::string> here;
+        for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+            if (it->path().extension() == ".json" && std::find(out.begin(), out.end(), it->path().stem().string()) == out.end())
+                here.push_back(it->path().stem().string());
+        std::sort(here.begin(), here.end());
+        out.insert(out.end(), here.begin(), here.end());
+    }
     return out;
 }
 
@@ -164,19 +183,23 @@ result<device_profile> device_find(const std::string& name_or_path, const std::s
     std::error_code ec;
     if (name_or_path.find('/') != std::string::npos || fs::path(name_or_path).extension() == ".json")
         return device_load(name_or_path);
-    const fs::path dir = fs::path(assets_dir(assets)) / "devices";
-    const fs::path direct = dir / (name_or_path + ".json");
-    if (fs::is_regular_file(direct, ec)) return device_load(direct.string());
-    const std::vector<std::string> names = device_list(assets);
-    for (const std::string& n : names) {
-        auto d = device_load((dir / (n + ".json")).string());
-        if (!d) continue;
-        for (const std::string& a : d->aliases)
-            if (lower(a) == lower(name_or_path)) return d;
+    const std::vector<fs::path> dirs = device_dirs(assets);
+    for (const fs::path& dir : dirs) {
+        const fs::path direct = dir / (name_or_path + ".json");
+        if (fs::is_regular_file(direct, ec)) return device_load(direct.string());
     }
+    for (const fs::path& dir : dirs)
+        for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+            if (it->path().extension() != ".json") continue;
+            auto d = device_load(it->path().string());
+            if (!d) continue;
+            for (const std::string& a : d->aliases)
+                if (lower(a) == lower(name_or_path)) return d;
+        }
+    const std::vector<std::string> names = device_list(assets);
     std::string known;
     for (const std::string& n : names) known += (known.empty() ? "" : ", ") + n;
-    return error{"device '" + name_or_path + "' not found in " + dir.string() +
+    return error{"device '" + name_or_path + "' not found in " + dirs.front().string() +
                  (known.empty() ? " (no profiles there; set SPARSELENS_ASSETS_DIR)" : " (available: " + known + ")")};
 }
 

@@ -25,8 +25,12 @@ constexpr uint32_t k_max_index = 1u << 20;
 
 uint64_t align_up(uint64_t v) { return (v + pack_align - 1) / pack_align * pack_align; }
 
-// Same rule as the engine's input-major copies (context::set_method).
-dtype input_major_type(const tensor_view& w) { return w.rows % dtype_block_elems(w.type) == 0 ? w.type : dtype::f32; }
+// Same rule as the engine's input-major copies (context_sparse.cpp): the weight type, Q8_0 for types the
+// kernels cannot encode (K-quants, IQ4), F32 when the output length does not fill whole blocks.
+dtype input_major_type(const tensor_view& w) {
+    const dtype t = dtype_layout_type(w.type);
+    return w.rows % dtype_block_elems(t) == 0 ? t : dtype::f32;
+}
 
 const tensor_view& matrix_of(const layer_weights& lw, uint8_t i) { return i == 0 ? lw.w_gate : i == 1 ? lw.w_up : lw.w_down; }
 
@@ -147,6 +151,17 @@ outcome pack_write(const model& m, const std::string& model_path, const sim::mlp
         pack_group g;
         g.kind = kind;
         g.segments = pack_segments(kind, m);
+        // One unit size per group: every layer must store its segments in layer 0's types (a Q4_K_M file
+        // mixes Q4_K and Q6_K in W_down, but its columns are all Q8_0 and its gate/up rows all Q4_K).
+        for (size_t l = 1; l < m.layers.size(); ++l)
+            for (const pack_segment& s : g.segments) {
+                const tensor_view& w = matrix_of(m.layers[l], s.matrix);
+                if ((s.cols_major ? input_major_type(w) : w.type) != s.type)
+                    return error{model_path + ": layer " + std::to_string(l) + " stores " +
+                                 (s.matrix == 0 ? "W_gate" : s.matrix == 1 ? "W_up" : "W_down") +
+                                 " in another weight type than layer 0; pack layout " + p.layout +
+                                 " needs one type per unit group"};
+            }
         g.units = static_cast<uint32_t>(g.segments.front().cols_major ? matrix_of(m.layers[0], g.segments[0].matrix).cols
                                                                         : matrix_of(m.layers[0], g.segments[0].matrix).rows);
         for (const pack_segment& s : g.segments) g.unit_bytes += s.bytes();

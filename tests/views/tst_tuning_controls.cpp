@@ -5,12 +5,15 @@
 #include "sparselens/views/tuning_panel.h"
 
 #include <QComboBox>
+#include <QDir>
+#include <QFile>
 #include <QLabel>
 #include <QLocale>
 #include <QLineSeries>
 #include <QSignalSpy>
 #include <QSlider>
 #include <QSpinBox>
+#include <QTemporaryDir>
 
 #include "gui_test_support.h"
 
@@ -186,6 +189,41 @@ private slots:
         s->layers[0] = st;
         p.setNeuronStats(s);
         QCOMPARE(p.pinnedSeries()->count(), 0);
+    }
+
+    void measuredProfileIsListedAsThisMachine() {
+        // probe-device --save writes this-machine.json into the user's device folder.
+        QTemporaryDir home;
+        QVERIFY(home.isValid());
+        const QByteArray old = qgetenv("XDG_CONFIG_HOME");
+        qputenv("XDG_CONFIG_HOME", home.path().toUtf8());
+        QVERIFY(QDir(home.path()).mkpath(QStringLiteral("sparselens/devices")));
+        QFile f(home.filePath(QStringLiteral("sparselens/devices/this-machine.json")));
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write("{\"schema\": \"sparselens.device\", \"version\": 1, \"name\": \"this-machine\", "
+                "\"display_name\": \"this machine (measured)\", \"dram_bytes\": \"8GB\", "
+                "\"dram_bandwidth\": \"10GB/s\", \"flash_bandwidth\": \"1.2GB/s\", \"flash_page_bytes\": 4096, "
+                "\"flash_read_latency_s\": 2e-5, \"flash_batch_latency_s\": 1e-4, \"flash_merge_gap_pages\": 5, "
+                "\"overlap_io_compute\": false}");
+        f.close();
+        {
+            TuningPanel t;
+            QComboBox* device = nullptr;
+            for (QComboBox* c : t.findChildren<QComboBox*>())
+                if (c->findText(QStringLiteral("this machine (measured)")) >= 0) device = c;
+            QVERIFY(device);
+            QVERIFY(device->findText(QStringLiteral("apple-a18")) >= 0);  // the shipped ones stay
+            t.setDeviceProfile(QStringLiteral("this-machine"));
+            QCOMPARE(device->currentText(), QStringLiteral("this machine (measured)"));
+            QCOMPARE(t.deviceProfile(), QStringLiteral("this-machine"));
+            QCOMPARE(t.deviceSettings().device, std::string("this-machine"));
+            t.setDeviceProfile(QStringLiteral("apple-a18"));
+            QCOMPARE(t.deviceProfile(), QStringLiteral("apple-a18"));
+        }
+        if (old.isEmpty())
+            qunsetenv("XDG_CONFIG_HOME");
+        else
+            qputenv("XDG_CONFIG_HOME", old);
     }
 };
 

@@ -108,8 +108,14 @@ TuningPanel::TuningPanel(QWidget* parent) : QWidget(parent) {
     mg->setColumnStretch(1, 1);
 
     m_device = new QComboBox(this);
-    for (const std::string& d : sim::device_list()) m_device->addItem(QString::fromStdString(d));
-    m_device->setToolTip(tr("Device profile (assets/devices): DRAM, DRAM and flash bandwidth, flash page size"));
+    // Item data: the profile's stem (what device_find, configs and sessions use); the one probe-device
+    // --save wrote is shown by what it is.
+    for (const std::string& d : sim::device_list()) {
+        const QString stem = QString::fromStdString(d);
+        m_device->addItem(stem == QLatin1String("this-machine") ? tr("this machine (measured)") : stem, stem);
+    }
+    m_device->setToolTip(tr("Device profile (assets/devices, or this machine once sparselens probe-device --save "
+                            "measured it): DRAM, DRAM and flash bandwidth, flash page size"));
     m_dram = new MarkedSlider(this);
     m_dram->setRange(0, dram_steps);
     m_dram->setValue(dram_steps / 2);
@@ -368,7 +374,7 @@ void TuningPanel::setFlashPage(int64_t bytes) {
 int64_t TuningPanel::flashPageBytes() const { return m_page->currentData().value<int64_t>(); }
 
 void TuningPanel::onDeviceChanged() {
-    auto d = sim::device_find(m_device->currentText().toStdString());
+    auto d = sim::device_find(m_device->currentData().toString().toStdString());
     if (d) {
         const bool was = m_updating;
         m_updating = true;
@@ -381,7 +387,7 @@ void TuningPanel::onDeviceChanged() {
                                .arg(QString::fromStdString(d->display_name), formatBytes(double(d->dram_bytes))));
     }
     updateDramRange();
-    emit deviceProfileChanged(m_device->currentText());
+    emit deviceProfileChanged(m_device->currentData().toString());
     requestFull();
 }
 
@@ -417,7 +423,7 @@ void TuningPanel::updateDramRange() {
     if (!had) {
         // A device far larger than the model would make the cache irrelevant: start with half of the
         // MLP cached.
-        auto d = sim::device_find(m_device->currentText().toStdString());
+        auto d = sim::device_find(m_device->currentData().toString().toStdString());
         value = d && double(d->dram_bytes) < total ? double(d->dram_bytes) : resident + double(mm->mlp_dynamic_bytes) / 2;
         m_dram->setProperty("sized", true);
     }
@@ -493,7 +499,7 @@ void TuningPanel::setMethodConfig(const method_config& c) {
 
 device_settings TuningPanel::deviceSettings() const {
     device_settings d;
-    d.device = m_device->currentText().toStdString();
+    d.device = m_device->currentData().toString().toStdString();
     d.dram_bytes = m_card ? dramBytes() : 0;
     d.flash_bandwidth = m_flashBw->value() * 1e9;
     d.dram_bandwidth = m_dramBw->value() * 1e9;
@@ -506,7 +512,7 @@ device_settings TuningPanel::deviceSettings() const {
 void TuningPanel::setDeviceSettings(const device_settings& d) {
     const bool was = m_updating;
     m_updating = true;
-    const int i = m_device->findText(QString::fromStdString(d.device));
+    const int i = m_device->findData(QString::fromStdString(d.device));
     if (i >= 0) m_device->setCurrentIndex(i);  // resets the bandwidths to the profile's; the config's follow
     if (d.flash_bandwidth > 0) m_flashBw->setValue(d.flash_bandwidth / 1e9);
     if (d.dram_bandwidth > 0) m_dramBw->setValue(d.dram_bandwidth / 1e9);
@@ -523,10 +529,10 @@ void TuningPanel::setDeviceSettings(const device_settings& d) {
     updateLabels();
 }
 
-QString TuningPanel::deviceProfile() const { return m_device->currentText(); }
+QString TuningPanel::deviceProfile() const { return m_device->currentData().toString(); }
 
 void TuningPanel::setDeviceProfile(const QString& name) {
-    const int i = m_device->findText(name);
+    const int i = m_device->findData(name);
     if (i >= 0) m_device->setCurrentIndex(i);
 }
 

@@ -42,7 +42,12 @@ result<device_profile> device_load(const std::string& path);
 // `name_or_path`: an existing .json file, or a profile stem / alias under <assets>/devices.
 result<device_profile> device_find(const std::string& name_or_path, const std::string& assets = {});
 
-// Stems of the shipped profiles under <assets>/devices, sorted.
+// The user's own profiles (probe-device writes this-machine.json there): $XDG_CONFIG_HOME/sparselens/devices
+// or ~/.config/sparselens/devices; empty when neither variable is set.
+std::string user_devices_dir();
+
+// Stems of the shipped profiles under <assets>/devices, sorted, then (when `assets` is empty, the default
+// lookup) those of user_devices_dir() not shipped. device_find searches the same places.
 std::vector<std::string> device_list(const std::string& assets = {});
 
 // The assets folder: `explicit_dir` if non-empty, else $SPARSELENS_ASSETS_DIR, else the source tree's
