@@ -202,6 +202,29 @@ TEST(EvalSpeed, DenseIsMeasuredOnceAndRatiosCarryTheirSpread) {
     EXPECT_LE(rf->speed_ratio_median, rf->speed_ratio_p75);
 }
 
+TEST(FFSplitEngine, BuildReportsProgressAndCancels) {
+    std::vector<float> seen;
+    auto built = sl::make_method(ffsplit_config("svd", 0.1f, 0.5f, 0), model(), &fx().cal, [&](float f) {
+        seen.push_back(f);
+        return true;
+    });
+    ASSERT_TRUE(built.ok()) << built.message();
+    ASSERT_EQ(seen.size(), static_cast<size_t>(model().hp.n_layers));  // one report per layer's SVDs
+    for (size_t i = 1; i < seen.size(); ++i) EXPECT_GT(seen[i], seen[i - 1]);
+    EXPECT_EQ(seen.back(), 1.0f);
+    int calls = 0;
+    auto stopped = sl::make_method(ffsplit_config("q4", 0.1f, 0.5f, 0), model(), &fx().cal, [&](float) {
+        ++calls;
+        return false;
+    });
+    ASSERT_FALSE(stopped.ok());
+    EXPECT_TRUE(stopped.cancelled()) << stopped.message();
+    EXPECT_EQ(calls, 1);  // stops after the first layer
+    // Methods with a quick build ignore the callback.
+    auto dense = sl::make_method(sl::method_default_config(), model(), nullptr, [](float) { return false; });
+    EXPECT_TRUE(dense.ok());
+}
+
 TEST(FFSplitEngine, Errors) {
     auto none = sl::make_method(ffsplit_config("svd", 0.1f, 0.5f, 0), model(), nullptr);
     ASSERT_FALSE(none.ok());
