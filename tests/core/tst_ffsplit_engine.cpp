@@ -13,6 +13,8 @@
 
 namespace {
 
+using sl::test::ffsplit_config;
+
 struct fixture {
     std::vector<int32_t> held_out;
     sl::calibration cal;
@@ -37,16 +39,6 @@ sl::context_params one_thread() {
     p.n_threads = 1;
     p.n_ctx = 64;
     return p;
-}
-
-sl::method_config ffsplit_config(const std::string& mode, float heavy, float density, int32_t rank) {
-    sl::method_config c = sl::method_default_config();
-    c.name = "ffsplit";
-    c.ffsplit_mode = mode;
-    c.ffsplit_heavy = heavy;
-    c.density = density;
-    c.rank = rank;
-    return c;
 }
 
 std::vector<double> log_softmax(const float* logits, int32_t n) {

@@ -14,6 +14,8 @@
 
 namespace {
 
+using sl::test::ffsplit_config;
+
 using namespace sl::sim;
 
 const sl::model& model() { return sl::test::stories260k().m; }
@@ -24,16 +26,6 @@ const sl::calibration& calib() {
         const std::string raw = sl::test::shared_text("text/stories260K_samples.txt");
         return sl::test::stories_calibration(tok.encode(raw.substr(0, 12000), true, false), 128, 2048);
     }();
-    return c;
-}
-
-sl::method_config ffsplit_config(const std::string& mode, float heavy, float density, int32_t rank) {
-    sl::method_config c = sl::method_default_config();
-    c.name = "ffsplit";
-    c.ffsplit_mode = mode;
-    c.ffsplit_heavy = heavy;
-    c.density = density;
-    c.rank = rank;
     return c;
 }
 
