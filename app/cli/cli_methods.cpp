@@ -1,6 +1,8 @@
 // Shared method options for the evaluation commands.
 #include "cli_methods.h"
 
+#include "cli_offload.h"
+
 #include <cstdlib>
 #include <filesystem>
 
@@ -122,6 +124,14 @@ nlohmann::json eval_to_json(const eval_result& r) {
             {"speed_ratio", {{"median", r.speed_ratio_median}, {"p25", r.speed_ratio_p25}, {"p75", r.speed_ratio_p75}}},
             {"scored_tokens", r.n_scored},
             {"layers", layers}};
+}
+
+std::unique_ptr<sparsity_method> build_method(const method_config& cfg, const model& m, const calibration* cal,
+                                              bool quiet) {
+    const offload_interrupt ctrl_c;
+    auto method = make_method(cfg, m, cal, offload_progress("building " + cfg.name, quiet));
+    if (!method) throw cli_error(method.cancelled() ? cfg.name + ": build cancelled" : method.message());
+    return std::move(method).value();
 }
 
 }  // namespace sl::cli

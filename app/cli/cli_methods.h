@@ -37,6 +37,11 @@ std::optional<calibration> load_calibration(const method_opts& o, const model& m
 // The file load_calibration reads (or would): --calib, else MODEL.calib.
 std::string calibration_path(const method_opts& o, const model& m);
 
+// make_method with a "\rbuilding METHOD: 42.0%" line on a terminal for methods whose build is long
+// (FFSplit's SVDs); Ctrl-C cancels the build (a one-line error, exit 2). `quiet`: no line (--json).
+std::unique_ptr<sparsity_method> build_method(const method_config& cfg, const model& m, const calibration* cal,
+                                              bool quiet);
+
 nlohmann::json eval_to_json(const eval_result& r);
 // The method's name and density knobs beside its results: "method", "density_target", "d_in", "d_down", "gamma".
 void add_method_json(nlohmann::json& j, const method_config& c);

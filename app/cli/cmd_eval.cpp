@@ -108,7 +108,7 @@ int run_eval(eval_opts o) {
     loaded_model lm = load_model(o.model_path, o.tokenizer_path, true);
     const bool needs_calib = method_config_needs_calibration(o.m.cfg);
     const std::optional<calibration> cal = load_calibration(o.m, *lm.m, needs_calib);
-    auto method = take(make_method(o.m.cfg, *lm.m, cal ? &*cal : nullptr));
+    auto method = build_method(o.m.cfg, *lm.m, cal ? &*cal : nullptr, o.json);
     const std::vector<int32_t> tokens = eval_tokens(lm, o.text_path, o.m);
 
     context ctx = make_eval_context(lm, o.m);

@@ -12,6 +12,7 @@
 #include "sparselens/sim/residency.h"
 #include "sparselens/sim/simulator.h"
 #include "sparselens/sim/synthetic.h"
+#include "sparselens/sim/tuner.h"
 
 namespace sl::cli {
 
@@ -256,15 +257,18 @@ int run_online(const sim_opts& o) {
     if (o.gamma >= 0) mo.cfg.gamma = static_cast<float>(o.gamma);
     mo.calib_path = o.calib;
     const std::optional<calibration> cal = load_calibration(mo, *lm.m, method_config_needs_calibration(mo.cfg));
-    auto method = take(make_method(mo.cfg, *lm.m, cal ? &*cal : nullptr));
+    auto method = build_method(mo.cfg, *lm.m, cal ? &*cal : nullptr, o.json);
 
     ss::sim_params p = build_params(o);
     if (p.policy == ss::cache_policy::belady)
         throw cli_error("--policy belady needs the future: record a trace (--record FILE) and replay it with --trace");
     const ss::model_shape shape = ss::shape_from_model(*lm.m);
-    // DIP loads input-column pairs and down columns; the other methods load whole neuron bundles.
+    // DIP loads input-column pairs and down columns; FFSplit its exact and compressed parts (sized by
+    // its split); the other methods load whole neuron bundles.
     const std::string layout_name =
-        !o.layout.empty() ? o.layout : (o.method == "dip" || o.method == "dip-ca") ? "dip" : "bundle";
+        !o.layout.empty() ? o.layout
+        : method->split_layer(0) ? take(ss::method_layout_of(o.method, *method, shape.n_layers))
+        : (o.method == "dip" || o.method == "dip-ca") ? "dip" : "bundle";
     const ss::mlp_layout layout = take(ss::layout_parse(layout_name));
     auto residency = take(ss::sim_residency::create(shape, layout, p));
     ss::trace recorded;

@@ -151,8 +151,11 @@ result<std::shared_ptr<const ffsplit_weights>> ffsplit_build(const model& m, con
     return std::shared_ptr<const ffsplit_weights>(std::move(w));
 }
 
-result<std::unique_ptr<sparsity_method>> make_ffsplit(const method_config& cfg, const model& m, const calibration& cal) {
-    auto w = ffsplit_build(m, cal, ffsplit_params_from_config(cfg));
+result<std::unique_ptr<sparsity_method>> make_ffsplit(const method_config& cfg, const model& m, const calibration& cal,
+                                                      const progress_fn& progress) {
+    ffsplit_params params = ffsplit_params_from_config(cfg);
+    params.progress = progress;
+    auto w = ffsplit_build(m, cal, params);
     if (!w) return w.err();
     return std::unique_ptr<sparsity_method>(std::make_unique<ffsplit_method>(std::move(w).value()));
 }

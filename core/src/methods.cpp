@@ -102,7 +102,7 @@ bool method_config_needs_calibration(const method_config& c) {
 }
 
 result<std::unique_ptr<sparsity_method>> make_method(const method_config& cfg, const model& m,
-                                                     const calibration* calib) {
+                                                     const calibration* calib, const progress_fn& progress) {
     const method_entry* e = find_entry(cfg.name);
     if (!e) {
         std::string known;
@@ -117,6 +117,7 @@ result<std::unique_ptr<sparsity_method>> make_method(const method_config& cfg, c
         return error{cfg.name + ": pin fraction " + std::to_string(cfg.pin_fraction) + " is outside [0, 1]"};
     // Heavy-hitter pinning wraps the method and takes the pinned neurons out of its budget.
     if (cfg.pin_fraction > 0.0f) return build_pinned(*e, cfg, m, calib);
+    if (progress && e->build_with_progress) return e->build_with_progress(cfg, m, calib, progress);
     return e->build(cfg, m, calib);
 }
 

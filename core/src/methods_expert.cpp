@@ -5,6 +5,17 @@
 
 namespace sl {
 
+namespace {
+
+result<std::unique_ptr<sparsity_method>> build_ffsplit(const method_config& c, const model& m, const calibration* cal,
+                                                       const progress_fn& progress) {
+    // svd: rank c.rank, or (rank 0) the largest rank whose MLP bytes fit c.density.
+    if (c.rank < 0) return error{"ffsplit: rank " + std::to_string(c.rank) + " is negative (0: from density)"};
+    return make_ffsplit(c, m, *cal, progress);
+}
+
+}  // namespace
+
 std::vector<method_entry> expert_method_entries() {
     return {
         {"griffin",
@@ -27,11 +38,8 @@ std::vector<method_entry> expert_method_entries() {
          "FFSplit: calibration heavy-hitter neurons kept exact; the light rest as a rank-r SVD (a low-rank GEMV "
          "pair per matrix) or Q4_0 rows",
          true,
-         [](const method_config& c, const model& m, const calibration* cal) -> result<std::unique_ptr<sparsity_method>> {
-             // svd: rank c.rank, or (rank 0) the largest rank whose MLP bytes fit c.density.
-             if (c.rank < 0) return error{"ffsplit: rank " + std::to_string(c.rank) + " is negative (0: from density)"};
-             return make_ffsplit(c, m, *cal);
-         }},
+         [](const method_config& c, const model& m, const calibration* cal) { return build_ffsplit(c, m, cal, {}); },
+         build_ffsplit},
     };
 }
 

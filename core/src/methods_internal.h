@@ -14,11 +14,16 @@ namespace sl {
 using method_builder = std::function<result<std::unique_ptr<sparsity_method>>(const method_config&, const model&,
                                                                                const calibration*)>;
 
+// Builders of methods whose construction is long (FFSplit's SVDs): fraction done, false cancels.
+using method_builder_progress = std::function<result<std::unique_ptr<sparsity_method>>(
+    const method_config&, const model&, const calibration*, const progress_fn&)>;
+
 struct method_entry {
     std::string name;
     std::string description;
     bool needs_calibration;
     method_builder build;
+    method_builder_progress build_with_progress = {};  // optional: make_method's progress goes here
 };
 
 // Registry parts, one per source file, concatenated by methods.cpp in display order.
@@ -45,6 +50,7 @@ std::unique_ptr<sparsity_method> make_griffin(const model_hparams& hp, float den
 std::unique_ptr<sparsity_method> make_sparsellm(const model& m, float density, int32_t rank);
 // FFSplit (ffsplit_weights.cpp): builds the compact split from the calibration's heavy hitters
 // (ffsplit_params_from_config) and runs it through the engine's split-MLP path.
-result<std::unique_ptr<sparsity_method>> make_ffsplit(const method_config& cfg, const model& m, const calibration& cal);
+result<std::unique_ptr<sparsity_method>> make_ffsplit(const method_config& cfg, const model& m, const calibration& cal,
+                                                      const progress_fn& progress = {});
 
 }  // namespace sl

@@ -143,6 +143,9 @@ outcome read_json_file(const std::string& path, nlohmann::json& out) {
         out = nlohmann::json::parse(text);
     } catch (const nlohmann::json::parse_error& e) {
         return error{path + ": not valid JSON (syntax error at byte " + std::to_string(e.byte) + ")"};
+    } catch (const nlohmann::json::exception&) {
+        // out_of_range 406: a number such as 1e99999 that no double holds (found by fuzz_deploy_config).
+        return error{path + ": not valid JSON (a number out of range)"};
     }
     return {};
 }

@@ -28,9 +28,14 @@ uint32_t coverage(unit_kind k) {
             return 2;
         case unit_kind::gate_column:
             return 1;
+        case unit_kind::split_heavy:
+        case unit_kind::split_light:
+            return 0;  // parts of every matrix, by neuron: layout_validate checks split layouts whole
     }
     return 0;
 }
+
+bool split_kind(unit_kind k) { return k == unit_kind::split_heavy || k == unit_kind::split_light; }
 
 __extension__ typedef unsigned __int128 u128;  // exact proportional splits of 64-bit byte counts
 
@@ -90,12 +95,16 @@ const char* unit_kind_name(unit_kind k) {
             return "up_column";
         case unit_kind::gate_column:
             return "gate_column";
+        case unit_kind::split_heavy:
+            return "split_heavy";
+        case unit_kind::split_light:
+            return "split_light";
     }
     return "?";
 }
 
 bool unit_kind_parse(const std::string& name, unit_kind& out) {
-    for (uint8_t i = 0; i < unit_kind_count; ++i) {
+    for (uint8_t i = 0; i < unit_kind_count_all; ++i) {
         if (name == unit_kind_name(static_cast<unit_kind>(i))) {
             out = static_cast<unit_kind>(i);
             return true;
@@ -128,8 +137,41 @@ uint64_t unit_kind_bytes(unit_kind k, const model_shape& s, const quant_format& 
     return unit_kind_pieces(k) * weight_bytes(unit_kind_piece_weights(k, s), q.bits, q);
 }
 
+uint32_t group_units(const mlp_layout& l, unit_kind k, const model_shape& s) {
+    if (k == unit_kind::split_heavy) return static_cast<uint32_t>(l.split.heavy);
+    if (k == unit_kind::split_light) return 1;
+    return unit_kind_units(k, s);
+}
+
+uint64_t group_unit_bytes(const mlp_layout& l, unit_kind k, const model_shape& s, const quant_format& q) {
+    if (k == unit_kind::split_heavy) return unit_kind_bytes(unit_kind::neuron_bundle, s, q);
+    if (k != unit_kind::split_light) return unit_kind_bytes(k, s, q);
+    const uint64_t dim = static_cast<uint64_t>(s.dim);
+    const uint64_t light = static_cast<uint64_t>(std::max(0, s.hidden_dim - l.split.heavy));
+    if (l.split.q4) return 3 * light * ((dim + 31) / 32) * 18;
+    const uint64_t r = static_cast<uint64_t>(l.split.rank);
+    if (r == 0) return 0;
+    auto wb = [&](uint64_t n) { return weight_bytes(n, q.bits, q); };
+    return 2 * (light * wb(r) + r * wb(dim)) + dim * wb(r) + r * wb(light);
+}
+
+mlp_layout split_layout(const mlp_split& split) {
+    mlp_layout l;
+    l.split = split;
+    l.groups = split.heavy > 0 ? std::vector<unit_kind>{unit_kind::split_heavy, unit_kind::split_light}
+                               : std::vector<unit_kind>{unit_kind::split_light};
+    return l;
+}
+
 outcome layout_validate(const mlp_layout& l) {
     if (l.groups.empty() || l.groups.size() > 4) return error{"an MLP layout needs 1 to 4 unit groups"};
+    if (std::any_of(l.groups.begin(), l.groups.end(), split_kind)) {
+        if (l.split.heavy < 0 || l.split.rank < 0 || (l.split.q4 && l.split.rank != 0))
+            return error{"a split MLP layout needs heavy >= 0 and, for svd, rank >= 0 (q4 has no rank)"};
+        if (l.groups != split_layout(l.split).groups)
+            return error{"a split MLP layout is split_heavy,split_light (split_light alone with no heavy neuron)"};
+        return {};
+    }
     uint32_t covered = 0;
     for (unit_kind k : l.groups) {
         if (static_cast<uint8_t>(k) >= unit_kind_count) return error{"unknown unit kind in MLP layout"};
@@ -141,8 +183,32 @@ outcome layout_validate(const mlp_layout& l) {
     return {};
 }
 
+// "ffsplit:HEAVY:svd:RANK" or "ffsplit:HEAVY:q4".
+result<mlp_layout> split_layout_parse(const std::string& text) {
+    const auto bad = [&] {
+        return error{"MLP layout '" + text + "': expected ffsplit:HEAVY:svd:RANK or ffsplit:HEAVY:q4"};
+    };
+    std::vector<std::string> parts;
+    std::stringstream ss(text);
+    for (std::string part; std::getline(ss, part, ':');) parts.push_back(part);
+    const auto count = [](const std::string& t, int32_t& out) {
+        if (t.empty() || t.size() > 9 || t.find_first_not_of("0123456789") != std::string::npos) return false;
+        out = std::stoi(t);
+        return true;
+    };
+    mlp_split sp;
+    if (parts.size() < 3 || !count(parts[1], sp.heavy)) return bad();
+    if (parts.size() == 3 && parts[2] == "q4") {
+        sp.q4 = true;
+    } else if (parts.size() != 4 || parts[2] != "svd" || !count(parts[3], sp.rank)) {
+        return bad();
+    }
+    return split_layout(sp);
+}
+
 result<mlp_layout> layout_parse(const std::string& text) {
     mlp_layout l;
+    if (text.rfind("ffsplit:", 0) == 0) return split_layout_parse(text);
     if (text == "bundle" || text == "dense") {
         l.groups = {unit_kind::neuron_bundle};
     } else if (text == "dip") {
@@ -166,6 +232,9 @@ result<mlp_layout> layout_parse(const std::string& text) {
 }
 
 std::string layout_name(const mlp_layout& l) {
+    if (std::any_of(l.groups.begin(), l.groups.end(), split_kind))
+        return "ffsplit:" + std::to_string(l.split.heavy) +
+               (l.split.q4 ? std::string(":q4") : ":svd:" + std::to_string(l.split.rank));
     std::string s;
     for (unit_kind k : l.groups) s += (s.empty() ? "" : ",") + std::string(unit_kind_name(k));
     return s;
@@ -192,6 +261,9 @@ result<memory_map> memory_map_build(const model_shape& s, const quant_format& q,
     if (auto o = shape_validate(s, s.name.empty() ? "model shape" : s.name); !o) return o.err();
     if (auto o = quant_validate(q); !o) return o.err();
     if (auto o = layout_validate(l); !o) return o.err();
+    if (l.split.heavy > s.hidden_dim || l.split.rank > s.dim || l.split.rank > s.hidden_dim)
+        return error{"split MLP layout '" + layout_name(l) + "' exceeds the shape (hidden " +
+                     std::to_string(s.hidden_dim) + ", dim " + std::to_string(s.dim) + ")"};
     memory_map mm;
     mm.shape = s;
     mm.quant = q;
@@ -212,12 +284,13 @@ result<memory_map> memory_map_build(const model_shape& s, const quant_format& q,
     mm.kv_cache_bytes = 2 * L * kv * context_tokens * 2;
 
     uint32_t covered = 0;
+    if (std::any_of(l.groups.begin(), l.groups.end(), split_kind)) covered = 1 | 2 | 4;  // the split holds it all
     for (unit_kind k : l.groups) {
         covered |= coverage(k);
         unit_group_info g;
         g.kind = k;
-        g.units_per_layer = unit_kind_units(k, s);
-        g.unit_bytes = unit_kind_bytes(k, s, q);
+        g.units_per_layer = group_units(l, k, s);
+        g.unit_bytes = group_unit_bytes(l, k, s, q);
         mm.groups.push_back(g);
         mm.mlp_dynamic_bytes += L * g.layer_bytes();
     }

@@ -26,6 +26,9 @@ void append_mask(const index_mask& m, uint32_t n, std::vector<uint32_t>& out) {
 }  // namespace
 
 void masks_to_units(unit_kind kind, const layer_masks& masks, uint32_t n_units, std::vector<uint32_t>& out) {
+    // FFSplit reads both parts of every layer for every token: there is nothing to skip.
+    if (kind == unit_kind::split_heavy || kind == unit_kind::split_light)
+        return append_mask(index_mask{}, n_units, out);
     if (kind == unit_kind::up_column) return append_mask(masks.up_in, n_units, out);
     if (kind == unit_kind::gate_column) return append_mask(masks.gate_in, n_units, out);
     if (kind == unit_kind::input_column_pair) {
@@ -82,7 +85,7 @@ void sim_residency::on_token(int32_t layer, int32_t pos, const layer_masks& mask
     const uint32_t G = static_cast<uint32_t>(m_layout.groups.size());
     for (uint32_t g = 0; g < G; ++g) {
         const uint32_t s = static_cast<uint32_t>(layer) * G + g;
-        masks_to_units(m_layout.groups[g], masks, unit_kind_units(m_layout.groups[g], m_shape), m_pending[s]);
+        masks_to_units(m_layout.groups[g], masks, group_units(m_layout, m_layout.groups[g], m_shape), m_pending[s]);
     }
     m_reported[static_cast<size_t>(layer)] = 1;
     m_any_pending = true;
@@ -95,7 +98,7 @@ void sim_residency::flush() {
         if (m_reported[l]) continue;
         for (uint32_t g = 0; g < G; ++g) {  // not reported: the layer ran dense
             std::vector<uint32_t>& v = m_pending[l * G + g];
-            v.resize(unit_kind_units(m_layout.groups[g], m_shape));
+            v.resize(group_units(m_layout, m_layout.groups[g], m_shape));
             std::iota(v.begin(), v.end(), 0u);
         }
     }

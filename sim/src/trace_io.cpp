@@ -207,6 +207,10 @@ result<trace> trace_decode(const uint8_t* data, size_t size, const std::string& 
 
 outcome trace_write(const std::string& path, const trace& t) {
     if (auto o = trace_validate(t, path); !o) return o;
+    for (unit_kind k : t.layout.groups)
+        if (static_cast<uint8_t>(k) >= unit_kind_count)
+            return error{path + ": a trace file cannot hold the split layout " + layout_name(t.layout) +
+                         " (FFSplit reads every unit every token: replay it in memory or simulate online)"};
     const std::vector<uint8_t> b = trace_encode(t);
     const std::string tmp = path + ".tmp";
     {

@@ -11,6 +11,7 @@
 #include <memory>
 #include <sstream>
 
+#include "sparselens/core/ffsplit.h"
 #include "sparselens/sim/residency.h"
 #include "sparselens/sim/shape.h"
 #include "sparselens/sim/trace.h"
@@ -183,7 +184,9 @@ result<tune_candidate> tuner::evaluate_uncached(const method_config& cfg, bool f
     c.stage = stage;
     c.windows = ref.n_windows;
     c.full = full;
-    c.layout = method_layout(cfg.name);
+    auto layout_text = method_layout_of(cfg.name, **method, m_shape.n_layers);
+    if (!layout_text) return error{"tune: " + layout_text.message()};
+    c.layout = *layout_text;
 
     eval_params ep = m_eval;
     ep.progress = [this](float f) { return report(f); };
@@ -511,6 +514,22 @@ std::string method_layout(const std::string& method) {
     if (method == "up") return "gate_row,down_column";
     if (method == "glu") return "down_column";
     return "bundle";
+}
+
+result<std::string> method_layout_of(const std::string& name, const sparsity_method& m, int32_t n_layers) {
+    const ffsplit_layer_weights* first = m.split_layer(0);
+    if (!first) return method_layout(name);
+    mlp_split sp;
+    sp.heavy = static_cast<int32_t>(first->heavy.size());
+    sp.q4 = !first->gate_q4.bytes.empty();
+    sp.rank = sp.q4 ? 0 : static_cast<int32_t>(first->rank);
+    for (int32_t l = 1; l < n_layers; ++l) {
+        const ffsplit_layer_weights* s = m.split_layer(l);
+        if (!s || static_cast<int32_t>(s->heavy.size()) != sp.heavy || (!sp.q4 && s->rank != sp.rank))
+            return error{"the simulator's split layout needs the same heavy count and rank in every layer (layer " +
+                         std::to_string(l) + " differs)"};
+    }
+    return layout_name(split_layout(sp));
 }
 
 void tune_mark_pareto(std::vector<tune_candidate>& candidates) {

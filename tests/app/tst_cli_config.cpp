@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cli_runner.h"
+#include "stories_cli.h"
 #include "sparselens/core/context.h"
 #include "sparselens/core/generate.h"
 #include "sparselens/core/methods.h"
@@ -17,12 +17,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-using sl::test::q;
-using sl::test::run_cli;
-using sl::test::run_result;
-
-const std::string model_arg = q("models/stories260K_f32.bin") + " -z " + q("models/tok512.bin");
-const std::string text_arg = q("text/stories260K_samples.txt");
+using namespace sl::test::stories_cli;
 
 std::string temp_dir(const std::string& name) {
     const fs::path p = fs::temp_directory_path() / ("sl_cli_config_" + std::to_string(::getpid())) / name;

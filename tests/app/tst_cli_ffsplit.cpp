@@ -6,16 +6,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cli_runner.h"
+#include "stories_cli.h"
 
 namespace {
 
-using sl::test::q;
-using sl::test::run_cli;
-using sl::test::run_result;
-
-const std::string model_arg = q("models/stories260K_f32.bin") + " -z " + q("models/tok512.bin");
-const std::string text_arg = q("text/stories260K_samples.txt");
+using namespace sl::test::stories_cli;
 
 // One calibration for the whole executable (ffsplit takes its heavy hitters from it).
 const std::string& calib() {

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "sparselens/core/calibration.h"
+#include "sparselens/core/methods.h"
 #include "sparselens/core/model.h"
 #include "sparselens/core/tokenizer.h"
 #include "test_support.h"
@@ -44,6 +45,17 @@ inline sl::calibration stories_calibration(const std::vector<int32_t>& tokens, i
     auto cal = sl::calibrate(stories260k().m, tokens, cp);
     EXPECT_TRUE(cal.ok()) << (cal.ok() ? "" : cal.message());
     return cal.ok() ? std::move(cal).value() : sl::calibration{};
+}
+
+// FFSplit's configuration: compression mode, share kept exact, density (svd rank 0) and rank.
+inline sl::method_config ffsplit_config(const std::string& mode, float heavy, float density, int32_t rank) {
+    sl::method_config c = sl::method_default_config();
+    c.name = "ffsplit";
+    c.ffsplit_mode = mode;
+    c.ffsplit_heavy = heavy;
+    c.density = density;
+    c.rank = rank;
+    return c;
 }
 
 }  // namespace sl::test

@@ -13,6 +13,8 @@
 
 namespace {
 
+using sl::test::ffsplit_config;
+
 struct fixture {
     std::vector<int32_t> held_out;
     sl::calibration cal;
@@ -37,16 +39,6 @@ sl::context_params one_thread() {
     p.n_threads = 1;
     p.n_ctx = 64;
     return p;
-}
-
-sl::method_config ffsplit_config(const std::string& mode, float heavy, float density, int32_t rank) {
-    sl::method_config c = sl::method_default_config();
-    c.name = "ffsplit";
-    c.ffsplit_mode = mode;
-    c.ffsplit_heavy = heavy;
-    c.density = density;
-    c.rank = rank;
-    return c;
 }
 
 std::vector<double> log_softmax(const float* logits, int32_t n) {
@@ -200,6 +192,29 @@ TEST(EvalSpeed, DenseIsMeasuredOnceAndRatiosCarryTheirSpread) {
     EXPECT_GT(rf->speed_ratio_p25, 0.0);
     EXPECT_LE(rf->speed_ratio_p25, rf->speed_ratio_median);
     EXPECT_LE(rf->speed_ratio_median, rf->speed_ratio_p75);
+}
+
+TEST(FFSplitEngine, BuildReportsProgressAndCancels) {
+    std::vector<float> seen;
+    auto built = sl::make_method(ffsplit_config("svd", 0.1f, 0.5f, 0), model(), &fx().cal, [&](float f) {
+        seen.push_back(f);
+        return true;
+    });
+    ASSERT_TRUE(built.ok()) << built.message();
+    ASSERT_EQ(seen.size(), static_cast<size_t>(model().hp.n_layers));  // one report per layer's SVDs
+    for (size_t i = 1; i < seen.size(); ++i) EXPECT_GT(seen[i], seen[i - 1]);
+    EXPECT_EQ(seen.back(), 1.0f);
+    int calls = 0;
+    auto stopped = sl::make_method(ffsplit_config("q4", 0.1f, 0.5f, 0), model(), &fx().cal, [&](float) {
+        ++calls;
+        return false;
+    });
+    ASSERT_FALSE(stopped.ok());
+    EXPECT_TRUE(stopped.cancelled()) << stopped.message();
+    EXPECT_EQ(calls, 1);  // stops after the first layer
+    // Methods with a quick build ignore the callback.
+    auto dense = sl::make_method(sl::method_default_config(), model(), nullptr, [](float) { return false; });
+    EXPECT_TRUE(dense.ok());
 }
 
 TEST(FFSplitEngine, Errors) {

@@ -19,6 +19,10 @@ else
   echo "make_seeds.sh: $models absent: only our own seeds" >&2
 fi
 cp "$src"/assets/devices/*.json "$src"/assets/models/*.json "$corpus/fuzz_deploy_config/"
+# Inputs that once crashed a target (tests/fuzz/regressions/<target>/): every run replays them first.
+for d in "$src"/tests/fuzz/regressions/*/; do
+  if [[ -d "$d" ]]; then cp "$d"* "$corpus/$(basename "$d")/"; fi
+done
 
 # Text seeds: the first byte picks the vocabulary (and BOS/EOS), the rest is the text.
 enc="$corpus/fuzz_tokenizer_encode"

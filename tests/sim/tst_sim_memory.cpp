@@ -86,6 +86,34 @@ TEST(SimMemory, LayoutsCoverEachMatrixOnce) {
     EXPECT_FALSE(layout_parse("up_row,up_column").ok());
 }
 
+TEST(SimMemory, SplitLayoutsParseAndSizeByHand) {
+    const mlp_layout svd = layout_parse("ffsplit:17:svd:6").value();
+    EXPECT_EQ(svd.groups, (std::vector<unit_kind>{unit_kind::split_heavy, unit_kind::split_light}));
+    EXPECT_EQ(svd.split, (mlp_split{17, 6, false}));
+    EXPECT_EQ(layout_name(svd), "ffsplit:17:svd:6");
+    const mlp_layout q4 = layout_parse("ffsplit:0:q4").value();
+    EXPECT_EQ(q4.groups, (std::vector<unit_kind>{unit_kind::split_light}));
+    EXPECT_EQ(layout_name(q4), "ffsplit:0:q4");
+    for (const char* bad : {"ffsplit", "ffsplit:17", "ffsplit:17:svd", "ffsplit:x:q4", "ffsplit:17:q4:3", "ffsplit:-1:q4",
+                            "ffsplit:17:svd:6:1", "ffsplit:17:zip:6", "split_heavy", "split_light,down_column"})
+        EXPECT_FALSE(layout_parse(bad).ok()) << bad;
+    // tiny(): dim 64, hidden 172, 5 layers; 8 bits + fp16 scale per 32 (a 64-weight row is 68 bytes).
+    const auto mm = memory_map_build(tiny(), quant_default(8), svd, 0).value();
+    EXPECT_EQ(mm.mlp_static_bytes, 0u);
+    ASSERT_EQ(mm.groups.size(), 2u);
+    EXPECT_EQ(mm.groups[0].units_per_layer, 17u);
+    EXPECT_EQ(mm.groups[0].unit_bytes, 3u * 68);
+    EXPECT_EQ(mm.groups[1].units_per_layer, 1u);
+    // 155 light neurons, rank 6: gate and up [155, 6] + [6, 64]; down [64, 6] + [6, 155]. A 6-weight row
+    // is 6 + 2 bytes, a 155-weight row 155 + 5 * 2.
+    EXPECT_EQ(mm.groups[1].unit_bytes, 2u * (155 * 8 + 6 * 68) + 64 * 8 + 6 * 165);
+    EXPECT_EQ(mm.mlp_dynamic_bytes, 5u * (17 * 3 * 68 + mm.groups[1].unit_bytes));
+    const auto mq = memory_map_build(tiny(), quant_default(8), layout_parse("ffsplit:17:q4").value(), 0).value();
+    EXPECT_EQ(mq.groups[1].unit_bytes, 3u * 155 * 2 * 18);  // Q4_0 whatever the map's bits
+    EXPECT_FALSE(memory_map_build(tiny(), quant_default(8), layout_parse("ffsplit:173:q4").value(), 0).ok());
+    EXPECT_FALSE(memory_map_build(tiny(), quant_default(8), layout_parse("ffsplit:17:svd:65").value(), 0).ok());
+}
+
 TEST(SimMemory, MapOfATinyModelByHand) {
     // 8 bits + fp16 scale per 32: a 64-weight row is 68 bytes, a 172-weight row 184.
     const auto mm = memory_map_build(tiny(), quant_default(8), mlp_layout{{unit_kind::up_down_bundle}}, 10).value();

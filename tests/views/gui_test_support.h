@@ -10,10 +10,16 @@
 #include <limits.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "test_support.h"
@@ -55,30 +61,82 @@ inline void choose_qpa_platform(char** argv) {
     qputenv("QT_QPA_PLATFORM", "offscreen");
 }
 
-// Wall-clock gaps of the GUI event loop: a 10 ms timer whose largest interval shows any freeze.
+// Wall-clock gaps of the GUI event loop: a 10 ms timer whose largest interval shows any freeze. A
+// baseline thread of the same process wakes every 5 ms meanwhile: on a loaded machine the whole process
+// is descheduled at times, and a GUI gap during which the baseline did not run either is the scheduler's,
+// not a blocked event loop. stall_ms() is the largest GUI gap minus the longest baseline silence inside it:
+// a GUI thread blocked for 300 ms while the baseline kept running scores ~300, a process that did not run
+// for 300 ms scores ~0.
 class event_loop_probe : public QObject {
 public:
     event_loop_probe() {
         m_timer.setInterval(10);
         m_timer.setTimerType(Qt::PreciseTimer);
         QObject::connect(&m_timer, &QTimer::timeout, this, [this] {
-            const qint64 now = m_clock.elapsed();
-            if (m_last >= 0) m_max_gap = std::max(m_max_gap, now - m_last);
+            const qint64 now = now_ms();
+            if (m_last >= 0) {
+                m_max_gap = std::max(m_max_gap, now - m_last);
+                if (now - m_last > 40) m_gaps.emplace_back(m_last, now);
+            }
             m_last = now;
         });
     }
+    ~event_loop_probe() override { stop_baseline(); }
     void start() {
-        m_clock.start();
+        stop_baseline();
         m_last = -1;
         m_max_gap = 0;
+        m_gaps.clear();
+        m_wakeups.clear();
+        m_run = true;
+        m_baseline = std::thread([this] {
+            while (m_run) {
+                {
+                    std::lock_guard<std::mutex> lock(m_mutex);
+                    m_wakeups.push_back(now_ms());
+                }
+                std::this_thread::sleep_for(std::chrono::milliseconds(5));
+            }
+        });
         m_timer.start();
     }
     qint64 max_gap_ms() const { return m_max_gap; }
+    qint64 stall_ms() {
+        std::vector<qint64> w;
+        {
+            std::lock_guard<std::mutex> lock(m_mutex);
+            w = m_wakeups;
+        }
+        qint64 worst = 0;
+        for (const auto& [a, b] : m_gaps) {
+            // Longest stretch of [a, b] without a baseline wake-up.
+            qint64 prev = a, silence = 0;
+            for (auto it = std::upper_bound(w.begin(), w.end(), a); it != w.end() && *it < b; ++it) {
+                silence = std::max(silence, *it - prev);
+                prev = *it;
+            }
+            silence = std::max(silence, b - prev);
+            worst = std::max(worst, (b - a) - silence);
+        }
+        return worst;
+    }
 
 private:
+    static qint64 now_ms() {
+        using namespace std::chrono;
+        return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
+    }
+    void stop_baseline() {
+        m_run = false;
+        if (m_baseline.joinable()) m_baseline.join();
+    }
     QTimer m_timer;
-    QElapsedTimer m_clock;
     qint64 m_last = -1, m_max_gap = 0;
+    std::vector<std::pair<qint64, qint64>> m_gaps;  // GUI gaps over 40 ms: [previous tick, tick]
+    std::thread m_baseline;
+    std::atomic<bool> m_run{false};
+    std::mutex m_mutex;
+    std::vector<qint64> m_wakeups;  // ascending
 };
 
 }  // namespace sl::test

@@ -88,9 +88,9 @@ private slots:
     }
     void init() { probe.start(); }
     void cleanup() {
-        qInfo("max event-loop gap: %lld ms", static_cast<long long>(probe.max_gap_ms()));
+        qInfo("max event-loop gap: %lld ms, stall %lld ms", static_cast<long long>(probe.max_gap_ms()), static_cast<long long>(probe.stall_ms()));
         if (m_measure)
-            QVERIFY2(probe.max_gap_ms() < 100, qPrintable(QStringLiteral("event loop blocked for %1 ms").arg(probe.max_gap_ms())));
+            QVERIFY2(probe.stall_ms() < 100, qPrintable(QStringLiteral("event loop blocked for %1 ms while the process ran").arg(probe.stall_ms())));
     }
 
     void startsInTheDefaultSession() {

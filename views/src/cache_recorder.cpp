@@ -4,24 +4,32 @@
 #include <algorithm>
 
 #include "sparselens/sim/shape.h"
+#include "sparselens/sim/tuner.h"
 
 namespace sl::views::detail {
 
-std::string cache_recorder::layout_of(const std::string& method) {
-    // DIP loads input-column pairs and down columns; the other methods whole neuron bundles (as the CLI).
-    return method == "dip" || method == "dip-ca" ? "dip" : "bundle";
+result<std::string> cache_recorder::layout_of(const std::string& method, const sparsity_method* built,
+                                              int32_t n_layers) {
+    // FFSplit: its exact and compressed parts; DIP loads input-column pairs and down columns; the other
+    // methods whole neuron bundles (as the CLI).
+    if (built && built->split_layer(0)) return sim::method_layout_of(method, *built, n_layers);
+    return std::string(method == "dip" || method == "dip-ca" ? "dip" : "bundle");
 }
 
 result<std::unique_ptr<cache_recorder>> cache_recorder::create(const model& m, const std::string& method,
-                                                               const sim::sim_params& p, bool frames) {
+                                                               const sim::sim_params& p, bool frames,
+                                                               const sparsity_method* built) {
     const sim::model_shape shape = sim::shape_from_model(m);
-    auto layout = sim::layout_parse(layout_of(method));
+    auto layout_text = layout_of(method, built, shape.n_layers);
+    if (!layout_text) return layout_text.err();
+    auto layout = sim::layout_parse(*layout_text);
     if (!layout) return layout.err();
     auto inner = sim::sim_residency::create(shape, layout.value(), p);
     if (!inner) return inner.err();
     std::unique_ptr<cache_recorder> r(new cache_recorder());
     r->m_inner = std::move(inner).value();
     r->m_map = r->m_inner->sim().map();
+    r->m_layout_text = *layout_text;
     r->m_page = p.device.flash_page_bytes;
     r->m_n_layers = shape.n_layers;
     r->m_frames = frames;

@@ -19,11 +19,14 @@ inline constexpr uint64_t cache_frames_budget_bytes = uint64_t{64} << 20;
 
 class cache_recorder final : public residency_source {
 public:
-    // `frames`: keep per-token frames (generation) or only the totals (evaluation).
+    // `frames`: keep per-token frames (generation) or only the totals (evaluation). `built`, the method
+    // the run uses, sizes FFSplit's exact and compressed units from its split.
     static result<std::unique_ptr<cache_recorder>> create(const model& m, const std::string& method,
-                                                          const sim::sim_params& p, bool frames);
+                                                          const sim::sim_params& p, bool frames,
+                                                          const sparsity_method* built = nullptr);
     // The simulator's unit layout for a method (a session run records it with the device setting).
-    static std::string layout_of(const std::string& method);
+    static result<std::string> layout_of(const std::string& method, const sparsity_method* built = nullptr,
+                                         int32_t n_layers = 0);
 
     const uint8_t* resident_inputs(int32_t layer) const override { return m_inner->resident_inputs(layer); }
     const uint8_t* resident_neurons(int32_t layer) const override { return m_inner->resident_neurons(layer); }
@@ -36,6 +39,8 @@ public:
     double tokens_per_s() const;
     double hit_rate() const;
     uint64_t tokens() const { return m_done_tokens + m_inner->sim().n_tokens(); }
+    // The simulated unit layout as layout_of() named it (layout_parse reads it back).
+    const std::string& layout() const { return m_layout_text; }
     // Copy of the frames so far.
     std::shared_ptr<cache_snapshot_series> series(generation_id gen) const;
     const sim::run_report report() const { return m_inner->sim().report(); }
@@ -47,6 +52,7 @@ private:
 
     std::unique_ptr<sim::sim_residency> m_inner;
     sim::memory_map m_map;
+    std::string m_layout_text;
     uint32_t m_page = 0;
     int32_t m_n_layers = 0;
     bool m_frames = false;

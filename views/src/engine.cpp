@@ -237,7 +237,9 @@ result<std::shared_ptr<tuning_result>> engine::evaluate(const evaluate_request& 
     if (auto ok = require_model(); !ok) return ok.err();
     if (!text) return error{"evaluate: no evaluation text"};
     if (auto c = ensure_calibration(req.method, text, hooks); !c) return c.err();
-    auto method = make_method(req.method, *m_model, m_calib ? &*m_calib : nullptr);
+    // FFSplit's SVDs take a while on big models: the job's progress bar and Cancel cover them.
+    auto method = make_method(req.method, *m_model, m_calib ? &*m_calib : nullptr,
+                              [&](float f) { return hooks.progress("Building " + req.method.name, f); });
     if (!method) return method.err();
     auto sp = sim_params_for(req.device);
     if (!sp) return sp.err();
@@ -247,7 +249,7 @@ result<std::shared_ptr<tuning_result>> engine::evaluate(const evaluate_request& 
     eval_params ep = setup->ep;
     const dense_reference& ref = *setup->ref;
 
-    auto rec = cache_recorder::create(*m_model, req.method.name, sp.value(), false);
+    auto rec = cache_recorder::create(*m_model, req.method.name, sp.value(), false, method.value().get());
     if (!rec) return rec.err();
     ep.progress = [&](float f) { return hooks.progress("Evaluating " + req.method.name, f); };
     auto r = eval_method(*m_eval_ctx, ref, *method.value(), rec.value().get(), ep);
@@ -276,7 +278,7 @@ result<std::shared_ptr<tuning_result>> engine::evaluate(const evaluate_request& 
         e.text = text;
         e.n_ctx = ep.n_ctx;
         e.windows = ep.max_windows;
-        e.setting = sessions::sim_setting_of(sp.value(), cache_recorder::layout_of(req.method.name),
+        e.setting = sessions::sim_setting_of(sp.value(), rec.value()->layout(),
                                              static_cast<uint32_t>(rec.value()->tokens()));
         m_evaluated.push_back(std::move(e));
         if (m_evaluated.size() > 16) m_evaluated.pop_front();

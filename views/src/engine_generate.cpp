@@ -68,7 +68,8 @@ result<engine::generated> engine::generate(const generate_request& req, const st
         if (id < 0 || id >= vocab) return error{"generate: prompt token " + std::to_string(id) + " is outside the vocabulary"};
 
     // Always run through a method (dense included) so masks, densities and the simulator see every token.
-    auto method = make_method(req.method, m, m_calib ? &*m_calib : nullptr);
+    auto method = make_method(req.method, m, m_calib ? &*m_calib : nullptr,
+                              [&](float f) { return hooks.progress("Building " + req.method.name, f); });
     if (!method) return method.err();
     auto sp = sim_params_for(req.device);
     if (!sp) return sp.err();
@@ -80,7 +81,7 @@ result<engine::generated> engine::generate(const generate_request& req, const st
     context ctx = std::move(ctx_r).value();
     ctx.set_method(method.value().get());
 
-    auto cache = cache_recorder::create(m, req.method.name, sp.value(), true);
+    auto cache = cache_recorder::create(m, req.method.name, sp.value(), true, method.value().get());
     if (!cache) return cache.err();
     ctx.set_residency(cache.value().get());
     auto rec = std::make_unique<activation_recorder>(hp, ctx.n_ctx(), req.layer, req.where, req.activation_budget_bytes);
@@ -250,13 +251,14 @@ result<std::shared_ptr<activation_snapshot>> engine::activations(int32_t layer, 
 
     // Not recorded (a big model records only the selection): run the same tokens again with the same
     // method and simulator settings, so the masks (DIP-CA reads the cache) are the ones of the run.
-    auto method = make_method(m_last->method, *m_model, m_calib ? &*m_calib : nullptr);
+    auto method = make_method(m_last->method, *m_model, m_calib ? &*m_calib : nullptr,
+                              [&](float f) { return hooks.progress("Building " + m_last->method.name, f); });
     if (!method) return method.err();
     auto c = context::create(*m_model, engine_context_params(std::min(hp.seq_len, n)));
     if (!c) return c.err();
     context ctx = std::move(c).value();
     ctx.set_method(method.value().get());
-    auto cache = cache_recorder::create(*m_model, m_last->method.name, m_last->sim, false);
+    auto cache = cache_recorder::create(*m_model, m_last->method.name, m_last->sim, false, method.value().get());
     if (!cache) return cache.err();
     ctx.set_residency(cache.value().get());
     auto rec = std::make_unique<activation_recorder>(hp, ctx.n_ctx(), layer, where, m_last->budget);

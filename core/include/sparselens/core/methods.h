@@ -45,7 +45,9 @@ bool method_config_needs_calibration(const method_config& c);
 
 // Builds a method for a model. `calib` is required when method_config_needs_calibration(cfg); errors name
 // the method and the problem (unknown name, density out of range, missing or mismatched calibration).
+// `progress` (optional) reports the build of methods whose construction takes long (FFSplit: one SVD
+// set per layer) as the fraction done; returning false cancels (result::cancelled()).
 result<std::unique_ptr<sparsity_method>> make_method(const method_config& cfg, const model& m,
-                                                     const calibration* calib);
+                                                     const calibration* calib, const progress_fn& progress = {});
 
 }  // namespace sl

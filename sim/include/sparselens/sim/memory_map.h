@@ -39,8 +39,13 @@ enum class unit_kind : uint8_t {
     input_column_pair = 5,  // column j of W_up and of W_gate (DIP: input j) 2*hidden,      dim units
     up_column = 6,          // column j of W_up                              hidden weights, dim units
     gate_column = 7,        // column j of W_gate                            hidden weights, dim units
+    // FFSplit's two parts (a split layout, mlp_split): read in full every token, sized by the split.
+    split_heavy = 8,  // an exact heavy-hitter neuron: gate row + up row + down column   3*dim, split.heavy units
+    split_light = 9,  // the compressed light neurons of the layer (SVD factors or Q4_0), 1 unit
 };
+// Kinds a trace or offload pack file can hold; the split kinds need their mlp_split, which files do not carry.
 constexpr uint8_t unit_kind_count = 8;
+constexpr uint8_t unit_kind_count_all = 10;
 
 const char* unit_kind_name(unit_kind k);
 bool unit_kind_parse(const std::string& name, unit_kind& out);
@@ -49,17 +54,35 @@ uint64_t unit_kind_piece_weights(unit_kind k, const model_shape& s);  // dim or 
 uint32_t unit_kind_units(unit_kind k, const model_shape& s);          // hidden or dim
 uint64_t unit_kind_bytes(unit_kind k, const model_shape& s, const quant_format& q);
 
+// FFSplit (core/ffsplit.h) per layer: `heavy` exact neurons and the other hidden - heavy compressed,
+// as rank-`rank` factors of gate, up and down (svd) or as Q4_0 rows (q4).
+struct mlp_split {
+    int32_t heavy = 0;
+    int32_t rank = 0;  // svd
+    bool q4 = false;
+    bool operator==(const mlp_split&) const = default;
+};
+
 // Which MLP matrices the unit groups of a method cover; uncovered matrices stay dense and resident.
 // A trace or simulation has one cache ("stream") per (layer, group): stream = layer * groups + group.
 struct mlp_layout {
     std::vector<unit_kind> groups{unit_kind::neuron_bundle};
+    mlp_split split;  // split layouts only: {split_heavy, split_light}, or {split_light} with no heavy neuron
 };
-// Every matrix covered at most once, 1..4 groups.
+// Every matrix covered at most once, 1..4 groups; a split layout is exactly its split's groups.
 outcome layout_validate(const mlp_layout& l);
-// "bundle" (neuron_bundle), "dip" (input_column_pair + down_column), "cats" (up_down_bundle), or a
-// comma-separated list of unit kind names.
+// "bundle" (neuron_bundle), "dip" (input_column_pair + down_column), "cats" (up_down_bundle), a
+// comma-separated list of unit kind names, or a split "ffsplit:HEAVY:svd:RANK" / "ffsplit:HEAVY:q4".
 result<mlp_layout> layout_parse(const std::string& text);
 std::string layout_name(const mlp_layout& l);
+mlp_layout split_layout(const mlp_split& split);
+// Units per layer and bytes per unit of a group of `l` (the split kinds take their sizes from l.split):
+//   split_heavy: 3 wb(dim) each;
+//   split_light svd: 2 (n_light wb(r) + r wb(dim)) + dim wb(r) + r wb(n_light)   (gate/up factors
+//                    [n_light, r] and [r, dim], down factors [dim, r] and [r, n_light], n_light = hidden - heavy);
+//   split_light q4:  3 n_light ceil(dim / 32) 18   (Q4_0 blocks, whatever the map's bit width).
+uint32_t group_units(const mlp_layout& l, unit_kind k, const model_shape& s);
+uint64_t group_unit_bytes(const mlp_layout& l, unit_kind k, const model_shape& s, const quant_format& q);
 
 struct unit_group_info {
     unit_kind kind = unit_kind::neuron_bundle;

@@ -27,7 +27,7 @@ struct trace {
 
     uint32_t n_groups() const { return static_cast<uint32_t>(layout.groups.size()); }
     uint32_t n_streams() const { return static_cast<uint32_t>(shape.n_layers) * n_groups(); }
-    uint32_t stream_units(uint32_t stream) const { return unit_kind_units(layout.groups[stream % n_groups()], shape); }
+    uint32_t stream_units(uint32_t stream) const { return group_units(layout, layout.groups[stream % n_groups()], shape); }
     std::span<const uint32_t> active(uint32_t token, uint32_t stream) const {
         const size_t r = size_t{token} * n_streams() + stream;
         return {ids.data() + offsets[r], ids.data() + offsets[r + 1]};

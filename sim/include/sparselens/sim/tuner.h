@@ -106,6 +106,9 @@ struct tune_result {
 // down columns ("dip"); methods with a dense gate (CATS, CHESS, gate) load up rows + down columns
 // ("cats"); `up` loads gate rows + down columns; `glu` only down columns; the rest whole neuron bundles.
 std::string method_layout(const std::string& method);
+// The layout of a built method: FFSplit's split (heavy count, rank, q4, one for every layer) from the
+// method's own weights, else method_layout(name).
+result<std::string> method_layout_of(const std::string& name, const sparsity_method& m, int32_t n_layers);
 
 // Marks each method's Pareto-optimal full candidates (objective up, perplexity down); of several equal
 // points only the first is marked.
