@@ -11,15 +11,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <mutex>
 #include <string>
-#include <thread>
-#include <utility>
 #include <vector>
 
 #include "test_support.h"
@@ -61,82 +56,50 @@ inline void choose_qpa_platform(char** argv) {
     qputenv("QT_QPA_PLATFORM", "offscreen");
 }
 
-// Wall-clock gaps of the GUI event loop: a 10 ms timer whose largest interval shows any freeze. A
-// baseline thread of the same process wakes every 5 ms meanwhile: on a loaded machine the whole process
-// is descheduled at times, and a GUI gap during which the baseline did not run either is the scheduler's,
-// not a blocked event loop. stall_ms() is the largest GUI gap minus the longest baseline silence inside it:
-// a GUI thread blocked for 300 ms while the baseline kept running scores ~300, a process that did not run
-// for 300 ms scores ~0.
+// Wall-clock gaps of the GUI event loop: a 10 ms timer whose largest interval shows any freeze. On a loaded
+// machine a runnable GUI thread also waits for a CPU; the kernel counts that wait per thread
+// (/proc/thread-self/schedstat, second field), and it is the scheduler's, not a blocked event loop.
+// stall_ms() is the largest gap minus the run-queue wait inside it: a GUI thread that computed or waited
+// on a lock for 300 ms scores ~300 however loaded the machine, one that only waited for a CPU scores ~0.
 class event_loop_probe : public QObject {
 public:
     event_loop_probe() {
         m_timer.setInterval(10);
         m_timer.setTimerType(Qt::PreciseTimer);
         QObject::connect(&m_timer, &QTimer::timeout, this, [this] {
-            const qint64 now = now_ms();
+            const qint64 now = m_clock.elapsed();
+            const qint64 wait = run_queue_wait_ms();
             if (m_last >= 0) {
                 m_max_gap = std::max(m_max_gap, now - m_last);
-                if (now - m_last > 40) m_gaps.emplace_back(m_last, now);
+                m_stall = std::max(m_stall, (now - m_last) - (wait - m_last_wait));
             }
             m_last = now;
+            m_last_wait = wait;
         });
     }
-    ~event_loop_probe() override { stop_baseline(); }
     void start() {
-        stop_baseline();
+        m_clock.start();
         m_last = -1;
         m_max_gap = 0;
-        m_gaps.clear();
-        m_wakeups.clear();
-        m_run = true;
-        m_baseline = std::thread([this] {
-            while (m_run) {
-                {
-                    std::lock_guard<std::mutex> lock(m_mutex);
-                    m_wakeups.push_back(now_ms());
-                }
-                std::this_thread::sleep_for(std::chrono::milliseconds(5));
-            }
-        });
+        m_stall = 0;
         m_timer.start();
     }
     qint64 max_gap_ms() const { return m_max_gap; }
-    qint64 stall_ms() {
-        std::vector<qint64> w;
-        {
-            std::lock_guard<std::mutex> lock(m_mutex);
-            w = m_wakeups;
-        }
-        qint64 worst = 0;
-        for (const auto& [a, b] : m_gaps) {
-            // Longest stretch of [a, b] without a baseline wake-up.
-            qint64 prev = a, silence = 0;
-            for (auto it = std::upper_bound(w.begin(), w.end(), a); it != w.end() && *it < b; ++it) {
-                silence = std::max(silence, *it - prev);
-                prev = *it;
-            }
-            silence = std::max(silence, b - prev);
-            worst = std::max(worst, (b - a) - silence);
-        }
-        return worst;
-    }
+    qint64 stall_ms() const { return m_stall; }
 
 private:
-    static qint64 now_ms() {
-        using namespace std::chrono;
-        return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
-    }
-    void stop_baseline() {
-        m_run = false;
-        if (m_baseline.joinable()) m_baseline.join();
+    // Time this thread has spent runnable but not running, in ms (0 where the kernel does not count it).
+    static qint64 run_queue_wait_ms() {
+        std::FILE* f = std::fopen("/proc/thread-self/schedstat", "r");
+        if (!f) return 0;
+        unsigned long long cpu = 0, wait = 0;
+        const int n = std::fscanf(f, "%llu %llu", &cpu, &wait);
+        std::fclose(f);
+        return n == 2 ? static_cast<qint64>(wait / 1000000ull) : 0;
     }
     QTimer m_timer;
-    qint64 m_last = -1, m_max_gap = 0;
-    std::vector<std::pair<qint64, qint64>> m_gaps;  // GUI gaps over 40 ms: [previous tick, tick]
-    std::thread m_baseline;
-    std::atomic<bool> m_run{false};
-    std::mutex m_mutex;
-    std::vector<qint64> m_wakeups;  // ascending
+    QElapsedTimer m_clock;
+    qint64 m_last = -1, m_last_wait = 0, m_max_gap = 0, m_stall = 0;
 };
 
 }  // namespace sl::test
