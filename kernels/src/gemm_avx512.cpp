@@ -3,7 +3,6 @@
 // the +128 removed exactly per group). Bit-identical to the scalar reference in gemm_internal.h.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC target("avx512vnni")
 #include <immintrin.h>
 
 #include "gemm_internal.h"
