@@ -14,14 +14,6 @@ namespace sl {
 
 namespace {
 
-// Input-major layouts replace their matrix, so they keep its type, or for types we cannot encode
-// (K-quants, IQ4) the encodable type of no more bytes per element where one is (Q4_K -> Q4_0, same
-// 4.5 bits; Q6_K -> Q8_0), when the output length allows its blocks; otherwise F32.
-dtype input_major_type(const tensor_view& w) {
-    const dtype t = dtype_replacing_layout_type(w.type);
-    return w.rows % dtype_block_elems(t) == 0 ? t : dtype::f32;
-}
-
 const tensor_view& proj_view(const layer_weights& lw, proj p) {
     switch (p) {
         case proj::q: return lw.wq;
@@ -75,7 +67,7 @@ void context::set_method(sparsity_method* method) {
             for (int p = 0; p < proj_count; ++p) {
                 if (!need[p] || (m_mlp_source && p >= static_cast<int>(proj::gate))) continue;
                 const tensor_view& w = proj_view(m_model->layers[l], static_cast<proj>(p));
-                m_layouts[l].t[p] = kernels::to_input_major(w, input_major_type(w));
+                m_layouts[l].t[p] = kernels::to_input_major(w, kernels::input_major_type(w));
                 m_layouts[l].has[p] = true;
                 // The layout replaces the original: its mapped pages (touched once, to transpose) go.
                 // Gate/up rows stay for output-sparse neurons and the fused cache's bundle copies.

@@ -90,6 +90,11 @@ void rows_into(const tensor_view& w, dtype type, uint8_t* dst, int64_t dst_strid
 
 }  // namespace
 
+dtype input_major_type(const tensor_view& w) {
+    const dtype t = dtype_replacing_layout_type(w.type);
+    return w.rows % dtype_block_elems(t) == 0 ? t : dtype::f32;
+}
+
 owned_matrix to_input_major(const tensor_view& w, dtype type) {
     assert(w.cols % dtype_block_elems(w.type) == 0);
     assert((!dtype_is_quantized(type) || w.rows % 32 == 0) && "quantized input-major needs outputs % 32 == 0");

@@ -25,6 +25,12 @@ struct owned_matrix {
 // Exact for F32/F16/BF16 targets that can hold the source values (same type, or F32).
 owned_matrix to_input_major(const tensor_view& w, dtype type);
 
+// The type an input-major layout of `w` is written in, wherever one is made (the engine's layouts that
+// replace a matrix, the offload pack's columns): the matrix's own type when encodable, else the
+// encodable type of no more bytes per element (dtype_replacing_layout_type), F32 when the output
+// length does not fill whole blocks of it.
+dtype input_major_type(const tensor_view& w);
+
 // A neuron bundle stores, for GLU neuron j, gate row j, up row j and down column j back to back
 // (3 x dim elements of `type`): an active neuron costs one contiguous read. The same bundle is the
 // unit the flash simulator loads.
