@@ -40,17 +40,25 @@ int run_pack(const pack_opts& o) {
     const offload::pack_info p = take(offload::pack_open(out, *lm.m, ""));
     if (o.json) {
         nlohmann::json groups = nlohmann::json::array();
-        for (const offload::pack_group& g : p.groups)
-            groups.push_back({{"kind", sim::unit_kind_name(g.kind)}, {"units_per_layer", g.units}, {"unit_bytes", g.unit_bytes}});
+        for (size_t gi = 0; gi < p.groups.size(); ++gi) {
+            nlohmann::json per_layer = nlohmann::json::array();
+            for (int32_t l = 0; l < p.n_layers; ++l) per_layer.push_back(p.region(l, gi).unit_bytes);
+            groups.push_back({{"kind", sim::unit_kind_name(p.groups[gi].kind)}, {"units_per_layer", p.groups[gi].units},
+                              {"unit_bytes", p.groups[gi].max_unit_bytes}, {"unit_bytes_per_layer", per_layer}});
+        }
         print_json({{"pack", out}, {"layout", p.layout}, {"model_sha256", p.model_sha256}, {"mlp_bytes", p.mlp_bytes()},
                     {"file_bytes", p.file_bytes}, {"groups", groups}});
         return 0;
     }
     std::printf("%s: layout %s, %d layers, %llu MLP bytes (%llu on disk)\n", out.c_str(), p.layout.c_str(), p.n_layers,
                 static_cast<unsigned long long>(p.mlp_bytes()), static_cast<unsigned long long>(p.file_bytes));
-    for (const offload::pack_group& g : p.groups)
-        std::printf("  %s: %u units per layer, %llu bytes each\n", sim::unit_kind_name(g.kind), g.units,
-                    static_cast<unsigned long long>(g.unit_bytes));
+    for (size_t gi = 0; gi < p.groups.size(); ++gi) {
+        uint64_t lo = p.groups[gi].max_unit_bytes;
+        for (int32_t l = 0; l < p.n_layers; ++l) lo = std::min(lo, p.region(l, gi).unit_bytes);
+        std::printf("  %s: %u units per layer, %llu bytes each%s\n", sim::unit_kind_name(p.groups[gi].kind),
+                    p.groups[gi].units, static_cast<unsigned long long>(p.groups[gi].max_unit_bytes),
+                    lo == p.groups[gi].max_unit_bytes ? "" : (" (" + std::to_string(lo) + " in some layers)").c_str());
+    }
     return 0;
 }
 

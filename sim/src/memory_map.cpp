@@ -302,6 +302,18 @@ result<memory_map> memory_map_build(const model_shape& s, const quant_format& q,
     return mm;
 }
 
+outcome memory_map_set_stream_unit_bytes(memory_map& mm, std::vector<uint64_t> bytes) {
+    if (!bytes.empty() && bytes.size() != mm.n_streams())
+        return error{"unit sizes: " + std::to_string(bytes.size()) + " given for " + std::to_string(mm.n_streams()) +
+                     " streams"};
+    if (std::any_of(bytes.begin(), bytes.end(), [](uint64_t b) { return b == 0; }))
+        return error{"unit sizes must be positive"};
+    mm.stream_unit_bytes = std::move(bytes);
+    mm.mlp_dynamic_bytes = 0;
+    for (uint32_t s = 0; s < mm.n_streams(); ++s) mm.mlp_dynamic_bytes += uint64_t{mm.stream_group(s).units_per_layer} * mm.unit_bytes_of(s);
+    return {};
+}
+
 result<allocation> allocate(const memory_map& mm, uint64_t dram_bytes, std::span<const double> layer_weights) {
     const uint32_t L = static_cast<uint32_t>(mm.shape.n_layers);
     const uint32_t G = static_cast<uint32_t>(mm.groups.size());
@@ -335,8 +347,13 @@ result<allocation> allocate(const memory_map& mm, uint64_t dram_bytes, std::span
     std::vector<uint64_t> w(L, 1);
     if (!layer_weights.empty())
         for (uint32_t l = 0; l < L; ++l) w[l] = static_cast<uint64_t>(std::llround(layer_weights[l] / wmax * 1e12));
-    uint64_t layer_need = 0;
-    for (const unit_group_info& g : mm.groups) layer_need += g.layer_bytes();
+    // Bytes of all units of stream (l, g), per-layer unit sizes included.
+    auto stream_bytes = [&](uint32_t l, uint32_t gi) {
+        return uint64_t{mm.groups[gi].units_per_layer} * mm.unit_bytes_of(l * G + gi);
+    };
+    std::vector<uint64_t> layer_need(L, 0);
+    for (uint32_t l = 0; l < L; ++l)
+        for (uint32_t gi = 0; gi < G; ++gi) layer_need[l] += stream_bytes(l, gi);
 
     // Water-filling: proportional shares, capped at what a layer can hold, excess handed on.
     uint64_t remaining = a.cache_bytes;
@@ -351,8 +368,8 @@ result<allocation> allocate(const memory_map& mm, uint64_t dram_bytes, std::span
         for (uint32_t l = 0; l < L; ++l) {
             if (!open[l]) continue;
             uint64_t share = static_cast<uint64_t>(static_cast<u128>(remaining) * w[l] / wsum);
-            if (a.layer_cache_bytes[l] + share >= layer_need) {
-                share = layer_need - a.layer_cache_bytes[l];
+            if (a.layer_cache_bytes[l] + share >= layer_need[l]) {
+                share = layer_need[l] - a.layer_cache_bytes[l];
                 open[l] = false;
                 capped = true;
             }
@@ -365,12 +382,12 @@ result<allocation> allocate(const memory_map& mm, uint64_t dram_bytes, std::span
 
     for (uint32_t l = 0; l < L; ++l) {
         for (uint32_t gi = 0; gi < G; ++gi) {
-            const unit_group_info& g = mm.groups[gi];
+            const uint64_t ub = mm.unit_bytes_of(l * G + gi);
             const uint64_t bytes =
-                static_cast<uint64_t>(static_cast<u128>(a.layer_cache_bytes[l]) * g.layer_bytes() / layer_need);
-            const uint64_t units = std::min<uint64_t>(g.units_per_layer, bytes / g.unit_bytes);
+                static_cast<uint64_t>(static_cast<u128>(a.layer_cache_bytes[l]) * stream_bytes(l, gi) / layer_need[l]);
+            const uint64_t units = std::min<uint64_t>(mm.groups[gi].units_per_layer, bytes / ub);
             a.stream_capacity[size_t{l} * G + gi] = static_cast<uint32_t>(units);
-            a.used_cache_bytes += units * g.unit_bytes;
+            a.used_cache_bytes += units * ub;
         }
     }
     return a;

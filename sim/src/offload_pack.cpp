@@ -25,13 +25,6 @@ constexpr uint32_t k_max_index = 1u << 20;
 
 uint64_t align_up(uint64_t v) { return (v + pack_align - 1) / pack_align * pack_align; }
 
-// Same rule as the engine's input-major copies (context_sparse.cpp): the weight type, Q8_0 for types the
-// kernels cannot encode (K-quants, IQ4), F32 when the output length does not fill whole blocks.
-dtype input_major_type(const tensor_view& w) {
-    const dtype t = dtype_layout_type(w.type);
-    return w.rows % dtype_block_elems(t) == 0 ? t : dtype::f32;
-}
-
 const tensor_view& matrix_of(const layer_weights& lw, uint8_t i) { return i == 0 ? lw.w_gate : i == 1 ? lw.w_up : lw.w_down; }
 
 struct writer {
@@ -75,19 +68,19 @@ std::vector<uint8_t> index_bytes(const pack_info& p) {
     for (const pack_group& g : p.groups) {
         w.put(static_cast<uint8_t>(g.kind));
         w.put(g.units);
-        w.put(g.unit_bytes);
-        w.put(static_cast<uint32_t>(g.segments.size()));
-        for (const pack_segment& s : g.segments) {
-            w.put(s.matrix);
-            w.put(static_cast<uint8_t>(s.cols_major));
-            w.put(static_cast<uint8_t>(s.type));
-            w.put(s.len);
-        }
     }
     for (const pack_region& r : p.regions) {
         w.put(r.offset);
         w.put(r.bytes);
         w.put(r.checksum);
+        w.put(r.unit_bytes);
+        w.put(static_cast<uint32_t>(r.segments.size()));
+        for (const pack_segment& s : r.segments) {
+            w.put(s.matrix);
+            w.put(static_cast<uint8_t>(s.cols_major));
+            w.put(static_cast<uint8_t>(s.type));
+            w.put(s.len);
+        }
     }
     w.put(fnv1a64(w.b.data(), w.b.size()));
     return w.b;
@@ -101,12 +94,18 @@ uint64_t pack_info::mlp_bytes() const {
     return s;
 }
 
-std::vector<pack_segment> pack_segments(sim::unit_kind kind, const model& m) {
-    const layer_weights& lw = m.layers.front();
+uint64_t pack_unit_bytes(const std::vector<pack_segment>& segments) {
+    uint64_t b = 0;
+    for (const pack_segment& s : segments) b += s.bytes();
+    return b;
+}
+
+std::vector<pack_segment> pack_segments(sim::unit_kind kind, const model& m, size_t layer) {
+    const layer_weights& lw = m.layers[layer];
     auto row = [&](uint8_t i) { return pack_segment{i, false, matrix_of(lw, i).type, matrix_of(lw, i).cols}; };
     auto col = [&](uint8_t i) {
         const tensor_view& w = matrix_of(lw, i);
-        return pack_segment{i, true, input_major_type(w), w.rows};
+        return pack_segment{i, true, kernels::input_major_type(w), w.rows};
     };
     using k = sim::unit_kind;
     switch (kind) {
@@ -118,6 +117,8 @@ std::vector<pack_segment> pack_segments(sim::unit_kind kind, const model& m) {
         case k::input_column_pair: return {col(1), col(0)};
         case k::up_column: return {col(1)};
         case k::gate_column: return {col(0)};
+        case k::split_heavy:
+        case k::split_light: break;  // FFSplit layouts are not packed
     }
     return {};
 }
@@ -147,35 +148,23 @@ outcome pack_write(const model& m, const std::string& model_path, const sim::mlp
     p.hidden = m.hp.hidden_dim;
     p.n_layers = static_cast<int32_t>(m.layers.size());
     p.layout = sim::layout_name(layout);
-    for (sim::unit_kind kind : layout.groups) {
-        pack_group g;
-        g.kind = kind;
-        g.segments = pack_segments(kind, m);
-        // One unit size per group: every layer must store its segments in layer 0's types (a Q4_K_M file
-        // mixes Q4_K and Q6_K in W_down, but its columns are all Q8_0 and its gate/up rows all Q4_K).
-        for (size_t l = 1; l < m.layers.size(); ++l)
-            for (const pack_segment& s : g.segments) {
-                const tensor_view& w = matrix_of(m.layers[l], s.matrix);
-                if ((s.cols_major ? input_major_type(w) : w.type) != s.type)
-                    return error{model_path + ": layer " + std::to_string(l) + " stores " +
-                                 (s.matrix == 0 ? "W_gate" : s.matrix == 1 ? "W_up" : "W_down") +
-                                 " in another weight type than layer 0; pack layout " + p.layout +
-                                 " needs one type per unit group"};
-            }
-        g.units = static_cast<uint32_t>(g.segments.front().cols_major ? matrix_of(m.layers[0], g.segments[0].matrix).cols
-                                                                        : matrix_of(m.layers[0], g.segments[0].matrix).rows);
-        for (const pack_segment& s : g.segments) g.unit_bytes += s.bytes();
-        p.groups.push_back(g);
-    }
+    const sim::model_shape shape = sim::shape_from_model(m);
+    for (sim::unit_kind kind : layout.groups) p.groups.push_back({kind, sim::unit_kind_units(kind, shape), 0});
     // Offsets first (the index size does not depend on them), then the data.
     p.regions.resize(p.groups.size() * m.layers.size());
+    for (size_t i = 0; i < p.regions.size(); ++i) {
+        pack_region& r = p.regions[i];
+        pack_group& g = p.groups[i % p.groups.size()];
+        r.segments = pack_segments(g.kind, m, i / p.groups.size());
+        r.unit_bytes = pack_unit_bytes(r.segments);
+        r.bytes = r.unit_bytes * g.units;
+        g.max_unit_bytes = std::max(g.max_unit_bytes, r.unit_bytes);
+    }
     const uint64_t index_size = index_bytes(p).size();
     p.data_offset = align_up(index_size);
     uint64_t at = p.data_offset;
     for (pack_region& r : p.regions) {
         r.offset = at;
-        r.bytes = p.groups[static_cast<size_t>(&r - p.regions.data()) % p.groups.size()].unit_bytes *
-                  p.groups[static_cast<size_t>(&r - p.regions.data()) % p.groups.size()].units;
         at = align_up(at + r.bytes);
     }
     p.file_bytes = at;
@@ -194,19 +183,19 @@ outcome pack_write(const model& m, const std::string& model_path, const sim::mlp
         kernels::owned_matrix cols[3];
         for (size_t gi = 0; gi < p.groups.size(); ++gi) {
             const pack_group& g = p.groups[gi];
-            for (const pack_segment& s : g.segments)
+            pack_region& r = p.regions[l * p.groups.size() + gi];
+            for (const pack_segment& s : r.segments)
                 if (s.cols_major && cols[s.matrix].bytes.empty())
                     cols[s.matrix] = kernels::to_input_major(matrix_of(lw, s.matrix), s.type);
-            region.assign(align_up(g.unit_bytes * g.units), 0);
+            region.assign(align_up(r.bytes), 0);
             for (uint32_t u = 0; u < g.units; ++u) {
-                uint8_t* dst = region.data() + uint64_t{u} * g.unit_bytes;
-                for (const pack_segment& s : g.segments) {
+                uint8_t* dst = region.data() + uint64_t{u} * r.unit_bytes;
+                for (const pack_segment& s : r.segments) {
                     const tensor_view& v = s.cols_major ? cols[s.matrix].view : matrix_of(lw, s.matrix);
                     std::memcpy(dst, v.row(u), s.bytes());
                     dst += s.bytes();
                 }
             }
-            pack_region& r = p.regions[l * p.groups.size() + gi];
             r.checksum = fnv1a64(region.data(), r.bytes);
             if (std::fseek(f, static_cast<long>(r.offset), SEEK_SET) != 0 ||
                 std::fwrite(region.data(), 1, region.size(), f) != region.size())
@@ -245,6 +234,9 @@ result<pack_info> pack_open(const std::string& path, const model& m, const std::
     pack_info p;
     p.path = path;
     const uint32_t version = r.get<uint32_t>();
+    if (version < pack_version)
+        return bad("stale pack (format version " + std::to_string(version) +
+                   ", before per-layer unit types): run `sparselens pack` again");
     if (version != pack_version)
         return bad("pack version " + std::to_string(version) + " is not supported (this build reads " +
                    std::to_string(pack_version) + ")");
@@ -264,43 +256,47 @@ result<pack_info> pack_open(const std::string& path, const model& m, const std::
                    ", " + std::to_string(p.n_layers) + " layers, not this one");
     sim::mlp_layout layout;
     layout.groups.clear();
+    const sim::model_shape shape = sim::shape_from_model(m);
     for (uint32_t gi = 0; gi < n_groups && r.ok; ++gi) {
         pack_group g;
         const uint8_t kind = r.get<uint8_t>();
         g.units = r.get<uint32_t>();
-        g.unit_bytes = r.get<uint64_t>();
-        const uint32_t n_seg = r.get<uint32_t>();
-        if (kind >= sim::unit_kind_count || n_seg == 0 || n_seg > 3) return bad("index corrupted (unit group)");
+        if (kind >= sim::unit_kind_count) return bad("index corrupted (unit group)");
         g.kind = static_cast<sim::unit_kind>(kind);
-        for (uint32_t s = 0; s < n_seg && r.ok; ++s) {
+        if (g.units != sim::unit_kind_units(g.kind, shape))
+            return bad("unit layout differs from this model's weights (stale or foreign pack)");
+        layout.groups.push_back(g.kind);
+        p.groups.push_back(g);
+    }
+    p.layout = sim::layout_name(layout);
+    p.regions.resize(static_cast<size_t>(p.n_layers) * n_groups);
+    for (size_t i = 0; i < p.regions.size() && r.ok; ++i) {
+        pack_region& reg = p.regions[i];
+        reg.offset = r.get<uint64_t>();
+        reg.bytes = r.get<uint64_t>();
+        reg.checksum = r.get<uint64_t>();
+        reg.unit_bytes = r.get<uint64_t>();
+        const uint32_t n_seg = r.get<uint32_t>();
+        if (!r.ok || n_seg == 0 || n_seg > 3) return bad("index truncated or corrupted (region " + std::to_string(i) + ")");
+        for (uint32_t k = 0; k < n_seg && r.ok; ++k) {
             pack_segment seg;
             seg.matrix = r.get<uint8_t>();
             seg.cols_major = r.get<uint8_t>() != 0;
             seg.type = static_cast<dtype>(r.get<uint8_t>());
             seg.len = r.get<int64_t>();
-            g.segments.push_back(seg);
+            reg.segments.push_back(seg);
         }
-        // The layout must be exactly what this build writes for this model (types, lengths, sizes).
-        const std::vector<pack_segment> want = pack_segments(g.kind, m);
-        bool same = want.size() == g.segments.size();
-        uint64_t ub = 0;
-        for (size_t s = 0; same && s < want.size(); ++s) {
-            same = want[s].matrix == g.segments[s].matrix && want[s].cols_major == g.segments[s].cols_major &&
-                   want[s].type == g.segments[s].type && want[s].len == g.segments[s].len;
-            ub += want[s].bytes();
-        }
-        const uint32_t units = sim::unit_kind_units(g.kind, sim::shape_from_model(m));
-        if (!same || ub != g.unit_bytes || g.units != units)
-            return bad("unit layout differs from this model's weights (stale or foreign pack)");
-        layout.groups.push_back(g.kind);
-        p.groups.push_back(std::move(g));
-    }
-    p.layout = sim::layout_name(layout);
-    p.regions.resize(static_cast<size_t>(p.n_layers) * n_groups);
-    for (pack_region& reg : p.regions) {
-        reg.offset = r.get<uint64_t>();
-        reg.bytes = r.get<uint64_t>();
-        reg.checksum = r.get<uint64_t>();
+        // The layout must be exactly what this build writes for this layer (types, lengths, sizes).
+        pack_group& g = p.groups[i % n_groups];
+        const std::vector<pack_segment> want = pack_segments(g.kind, m, i / n_groups);
+        bool same = want.size() == reg.segments.size();
+        for (size_t k = 0; same && k < want.size(); ++k)
+            same = want[k].matrix == reg.segments[k].matrix && want[k].cols_major == reg.segments[k].cols_major &&
+                   want[k].type == reg.segments[k].type && want[k].len == reg.segments[k].len;
+        if (r.ok && (!same || pack_unit_bytes(want) != reg.unit_bytes))
+            return bad("unit layout of layer " + std::to_string(i / n_groups) +
+                       " differs from this model's weights (stale or foreign pack): run `sparselens pack` again");
+        g.max_unit_bytes = std::max(g.max_unit_bytes, reg.unit_bytes);
     }
     const size_t body = r.at;
     const uint64_t sum = r.get<uint64_t>();
@@ -312,7 +308,7 @@ result<pack_info> pack_open(const std::string& path, const model& m, const std::
     for (size_t i = 0; i < p.regions.size(); ++i) {
         const pack_region& reg = p.regions[i];
         const pack_group& g = p.groups[i % n_groups];
-        if (reg.offset % pack_align || reg.offset < p.data_offset || reg.bytes != g.unit_bytes * g.units ||
+        if (reg.offset % pack_align || reg.offset < p.data_offset || reg.bytes != reg.unit_bytes * g.units ||
             reg.offset + reg.bytes > p.file_bytes)
             return bad("index corrupted (region " + std::to_string(i) + ")");
     }

@@ -72,21 +72,27 @@ result<std::unique_ptr<offload_runtime>> offload_runtime::create(const model& m,
     rt->m_model = &m;
     rt->m_params = p;
     bool has_rows[3] = {}, has_cols[3] = {};
-    uint64_t bounce = 0;
-    for (size_t g = 0; g < pack.groups.size(); ++g) {
+    uint64_t bounce = 0, stage_bytes[3][2] = {};
+    const size_t n_layers = m.layers.size(), G = pack.groups.size();
+    rt->m_views.assign(n_layers, {});
+    for (size_t g = 0; g < G; ++g) {
         const pack_group& pg = pack.groups[g];
         rt->m_kinds.push_back(pg.kind);
         bool rows_seg = false;
-        for (const pack_segment& s : pg.segments) {
-            (s.cols_major ? has_cols : has_rows)[s.matrix] = true;
-            rt->m_covered[s.matrix] = true;
-            rows_seg = rows_seg || !s.cols_major;
-            aligned_buffer& b = rt->m_staging[s.matrix][s.cols_major];
-            if (!b.data) {
-                b = aligned_buffer(uint64_t{pg.units} * s.bytes());
-                if (!b.data) return error{"offload: out of memory for the staging rows"};
-                rt->m_stage_view[s.matrix][s.cols_major] = tensor_view{s.type, pg.units, s.len, b.data};
+        for (size_t l = 0; l < n_layers; ++l) {
+            const pack_region& reg = pack.region(static_cast<int32_t>(l), g);
+            for (const pack_segment& s : reg.segments) {
+                (s.cols_major ? has_cols : has_rows)[s.matrix] = true;
+                rt->m_covered[s.matrix] = true;
+                rows_seg = rows_seg || !s.cols_major;
+                // Staging rows sized for the layer whose type needs the most bytes; each layer's view
+                // carries its own type over the same memory.
+                stage_bytes[s.matrix][s.cols_major] = std::max(stage_bytes[s.matrix][s.cols_major], uint64_t{pg.units} * s.bytes());
+                rt->m_views[l][s.matrix][s.cols_major] = tensor_view{s.type, pg.units, s.len, nullptr};
             }
+            // Runs are disjoint and ascending, so two runs share at most one page: the pages one token reads
+            // are at most the region's plus one per run beyond the first (runs <= ceil(units / 2)).
+            bounce = std::max(bounce, (align_up(reg.bytes) / pack_align + (pg.units + 1) / 2) * pack_align);
         }
         const bool in = input_kind(pg.kind);
         // Units holding gate or up rows are needed before the neurons are final: only methods whose
@@ -98,10 +104,14 @@ result<std::unique_ptr<offload_runtime>> offload_runtime::create(const model& m,
         rt->m_stage_of.push_back(in || rows_seg ? 0 : 1);
         int32_t& slot = in ? rt->m_input_group : rt->m_neuron_group;
         if (slot < 0) slot = static_cast<int32_t>(g);
-        // Runs are disjoint and ascending, so two runs share at most one page: the pages one token reads
-        // are at most the region's plus one per run beyond the first (runs <= ceil(units / 2)).
-        bounce = std::max(bounce, (align_up(pg.unit_bytes * pg.units) / pack_align + (pg.units + 1) / 2) * pack_align);
     }
+    for (int i = 0; i < 3; ++i)
+        for (int c = 0; c < 2; ++c) {
+            if (!stage_bytes[i][c]) continue;
+            rt->m_staging[i][c] = aligned_buffer(stage_bytes[i][c]);
+            if (!rt->m_staging[i][c].data) return error{"offload: out of memory for the staging rows"};
+            for (auto& per_layer : rt->m_views) per_layer[i][c].data = rt->m_staging[i][c].data;
+        }
     for (int i = 0; i < 3; ++i) {
         if (!rt->m_covered[i]) has_rows[i] = true;  // resident, the model's own
         const bool need_cols = i < 2 ? traits.mlp_inputs : (traits.down_in || traits.neurons_pre || traits.neurons_post);
@@ -118,11 +128,14 @@ result<std::unique_ptr<offload_runtime>> offload_runtime::create(const model& m,
 
     sim::mlp_layout layout;
     layout.groups = rt->m_kinds;
-    auto mm = sim::memory_map_build(sim::shape_from_model(m), quant_of(pack.groups[0].segments[0].type), layout,
+    auto mm = sim::memory_map_build(sim::shape_from_model(m), quant_of(pack.regions[0].segments[0].type), layout,
                                     static_cast<uint32_t>(p.n_ctx));
     if (!mm) return mm.err();
     rt->m_map = std::move(*mm);
-    for (size_t g = 0; g < pack.groups.size(); ++g) rt->m_map.groups[g].unit_bytes = pack.groups[g].unit_bytes;
+    // The pack's real unit sizes, per (layer, group): the simulator gets the same (offload_sim_params).
+    std::vector<uint64_t> unit_bytes;
+    for (const pack_region& reg : pack.regions) unit_bytes.push_back(reg.unit_bytes);
+    if (auto o = sim::memory_map_set_stream_unit_bytes(rt->m_map, std::move(unit_bytes)); !o) return o.err();
     rt->m_all_inputs.assign(static_cast<size_t>(m.hp.dim), 1);
     rt->m_all_neurons.assign(static_cast<size_t>(m.hp.hidden_dim), 1);
     rt->m_pack = std::move(pack);
@@ -165,7 +178,7 @@ outcome offload_runtime::allocate(uint64_t extra_resident) {
     m_alloc = std::move(*a);
     m_cache_capacity = 0;
     for (uint32_t s = 0; s < m_map.n_streams(); ++s)
-        m_cache_capacity += uint64_t{m_alloc.stream_capacity[s]} * m_map.stream_group(s).unit_bytes;
+        m_cache_capacity += uint64_t{m_alloc.stream_capacity[s]} * m_map.unit_bytes_of(s);
     if (r.total() + m_cache_capacity > m_params.dram_bytes) return error{"offload: cache allocation exceeds the budget"};
     m_slots = aligned_buffer(m_cache_capacity);  // pages are touched only as units arrive
     if (m_cache_capacity && !m_slots.data) return error{"offload: out of memory for the MLP cache"};
@@ -177,24 +190,25 @@ outcome offload_runtime::allocate(uint64_t extra_resident) {
         c.window_tokens = m_params.window_tokens;
         c.capacity = m_params.policy == sim::cache_policy::none ? 0 : m_alloc.stream_capacity[s];
         const pack_group& g = m_pack.groups[s % m_pack.groups.size()];
+        const uint64_t ub = m_map.unit_bytes_of(s);
         if (auto v = sim::cache_config_validate(c, g.units, "offload cache"); !v) return v;
-        m_streams.push_back(std::make_unique<stream>(g.units, c, g.unit_bytes, m_slots.data + at));
-        at += uint64_t{c.capacity} * g.unit_bytes;
+        m_streams.push_back(std::make_unique<stream>(g.units, c, ub, m_slots.data + at));
+        at += uint64_t{c.capacity} * ub;
     }
     return {};
 }
 
 bool offload_runtime::load_stream(int32_t layer, size_t group, const std::vector<uint32_t>& active) {
     stream& s = *m_streams[static_cast<size_t>(layer) * m_pack.groups.size() + group];
-    const pack_group& pg = m_pack.groups[group];
     const pack_region& reg = m_pack.region(layer, group);
+    const auto& views = m_views[static_cast<size_t>(layer)];
     const sim::access_stats st = s.cache.access(m_token, active, nullptr, m_misses);
     m_cur.hits += st.hits;
     m_cur.misses += st.misses;
 
     // The simulator's reads (sim::plan_reads): runs of consecutive missed ids, merged across small gaps,
     // each one read of whole pages into the read buffer.
-    sim::plan_reads(m_misses, pg.unit_bytes, static_cast<uint32_t>(pack_align), m_params.merge_gap_pages, m_runs);
+    sim::plan_reads(m_misses, reg.unit_bytes, static_cast<uint32_t>(pack_align), m_params.merge_gap_pages, m_runs);
     m_reqs.clear();
     m_miss_src.resize(m_misses.size());
     uint64_t cursor = 0;
@@ -206,7 +220,7 @@ bool offload_runtime::load_stream(int32_t layer, size_t group, const std::vector
         }
         m_reqs.push_back({reg.offset + first, bytes, m_bounce.data + cursor});
         for (uint32_t k = run.first_miss; k < run.end_miss; ++k)
-            m_miss_src[k] = m_bounce.data + cursor + (uint64_t{m_misses[k]} * pg.unit_bytes - first);
+            m_miss_src[k] = m_bounce.data + cursor + (uint64_t{m_misses[k]} * reg.unit_bytes - first);
         cursor += bytes;
     }
     m_cur.runs += m_runs.size();
@@ -227,8 +241,8 @@ bool offload_runtime::load_stream(int32_t layer, size_t group, const std::vector
         }
     }
     auto stage = [&](uint32_t u, const uint8_t* src) {
-        for (const pack_segment& seg : pg.segments) {
-            const tensor_view& v = m_stage_view[seg.matrix][seg.cols_major];
+        for (const pack_segment& seg : reg.segments) {
+            const tensor_view& v = views[seg.matrix][seg.cols_major];
             std::memcpy(const_cast<uint8_t*>(v.row(u)), src, seg.bytes());
             src += seg.bytes();
         }
@@ -278,8 +292,8 @@ bool offload_runtime::load_stream(int32_t layer, size_t group, const std::vector
 void offload_runtime::build_views(int32_t layer, mlp_views& out) const {
     const layer_weights& lw = m_model->layers[static_cast<size_t>(layer)];
     for (int i = 0; i < 3; ++i) {
-        out.rows[i] = m_covered[i] ? m_stage_view[i][0] : matrix_of(lw, i);
-        out.cols[i] = m_stage_view[i][1];
+        out.rows[i] = m_covered[i] ? m_views[static_cast<size_t>(layer)][i][0] : matrix_of(lw, i);
+        out.cols[i] = m_views[static_cast<size_t>(layer)][i][1];
     }
 }
 
@@ -330,6 +344,7 @@ sim::sim_params offload_sim_params(const offload_runtime& rt, sim::sim_params ba
     base.context_tokens = rt.map().context_tokens;
     base.pinned.clear();
     base.layer_weights.clear();
+    base.stream_unit_bytes = rt.map().stream_unit_bytes;
     base.device.dram_bytes = rt.budget_bytes();
     auto mm = sim::memory_map_build(rt.map().shape, base.quant, rt.map().layout, base.context_tokens, 0);
     const uint64_t modeled = mm ? mm->resident_bytes() : 0, real = rt.resident().total();

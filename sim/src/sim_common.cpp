@@ -95,6 +95,7 @@ result<sim_setup> setup_build(const model_shape& shape, const mlp_layout& layout
     auto mm = memory_map_build(shape, p.quant, layout, p.context_tokens, p.extra_resident_bytes);
     if (!mm) return mm.err();
     su.mm = std::move(mm).value();
+    if (auto o = memory_map_set_stream_unit_bytes(su.mm, p.stream_unit_bytes); !o) return o.err();
     auto al = allocate(su.mm, p.device.dram_bytes, p.layer_weights);
     if (!al) return al.err();
     su.alloc = std::move(al).value();
@@ -117,7 +118,7 @@ result<sim_setup> setup_build(const model_shape& shape, const mlp_layout& layout
                                    std::to_string(s / su.mm.groups.size()) + ", " + unit_kind_name(g.kind) + ")";
         if (auto o = cache_config_validate(c, g.units_per_layer, origin); !o) return o.err();
         su.units[s] = g.units_per_layer;
-        su.unit_bytes[s] = g.unit_bytes;
+        su.unit_bytes[s] = su.mm.unit_bytes_of(s);
     }
     const uint64_t per_token = su.mm.per_token_static_read_bytes();
     su.static_flash_bytes = std::min(su.alloc.static_overflow_bytes, per_token);

@@ -106,6 +106,9 @@ struct memory_map {
     uint64_t mlp_dynamic_bytes = 0;     // all units of all groups in all layers
     uint64_t extra_resident_bytes = 0;  // predictors etc., resident and read every token
     std::vector<unit_group_info> groups;
+    // Per stream (layer * groups + group) unit bytes when they differ between layers (an offload pack of
+    // a file mixing weight types per layer, e.g. Q4_K_M's W_down); empty = the group's unit_bytes.
+    std::vector<uint64_t> stream_unit_bytes;
 
     // Everything that is not dynamically loaded; must sit in DRAM.
     uint64_t resident_bytes() const;
@@ -115,10 +118,16 @@ struct memory_map {
     uint64_t weight_bytes_total() const;  // all weights (no KV cache, no extras)
     uint32_t n_streams() const { return static_cast<uint32_t>(shape.n_layers) * static_cast<uint32_t>(groups.size()); }
     const unit_group_info& stream_group(uint32_t stream) const { return groups[stream % groups.size()]; }
+    uint64_t unit_bytes_of(uint32_t stream) const {
+        return stream_unit_bytes.empty() ? stream_group(stream).unit_bytes : stream_unit_bytes[stream];
+    }
 };
 
 result<memory_map> memory_map_build(const model_shape& s, const quant_format& q, const mlp_layout& l,
                                     uint32_t context_tokens, uint64_t extra_resident_bytes = 0);
+// Sets per-stream unit bytes (one non-zero value per stream; empty restores the groups') and recomputes
+// mlp_dynamic_bytes.
+outcome memory_map_set_stream_unit_bytes(memory_map& mm, std::vector<uint64_t> bytes);
 
 // DRAM split: resident part first; the rest goes to per-layer MLP caches, uniformly or in proportion to
 // `layer_weights` (one non-negative weight per layer), capped at what a layer can use, with the excess

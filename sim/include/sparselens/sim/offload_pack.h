@@ -13,7 +13,8 @@
 
 namespace sl::offload {
 
-inline constexpr uint32_t pack_version = 1;
+// 2: unit sizes and piece types per (layer, group) (a Q4_K_M file's W_down mixes Q4_K and Q6_K layers).
+inline constexpr uint32_t pack_version = 2;
 inline constexpr uint64_t pack_align = 4096;
 
 // One piece of a unit: row `id` of matrix `matrix` (0 gate, 1 up, 2 down) in its row-major form
@@ -26,16 +27,19 @@ struct pack_segment {
     uint64_t bytes() const { return static_cast<uint64_t>(dtype_row_bytes(type, len)); }
 };
 
+// A unit group: its kind and, per layer, the pieces of a unit (matrix, orientation and length are the
+// same in every layer; the types follow each layer's weights, so unit sizes may differ between layers).
 struct pack_group {
     sim::unit_kind kind = sim::unit_kind::neuron_bundle;
-    uint32_t units = 0;  // per layer
-    uint64_t unit_bytes = 0;
-    std::vector<pack_segment> segments;
+    uint32_t units = 0;           // per layer
+    uint64_t max_unit_bytes = 0;  // the largest over the layers
 };
 
 struct pack_region {
-    uint64_t offset = 0, bytes = 0;  // offset is a multiple of pack_align
+    uint64_t offset = 0, bytes = 0;  // offset is a multiple of pack_align; bytes = units * unit_bytes
     uint64_t checksum = 0;           // FNV-1a 64 of the region's bytes
+    uint64_t unit_bytes = 0;
+    std::vector<pack_segment> segments;  // this layer's pieces of one unit, back to back
 };
 
 struct pack_info {
@@ -54,9 +58,10 @@ struct pack_info {
     uint64_t mlp_bytes() const;  // sum of region bytes (no padding)
 };
 
-// The unit pieces of `kind` for model `m`: rows in the model's type, input-major rows in the type the
-// engine's input-major copies use (the weight type when the output length allows its blocks, else F32).
-std::vector<pack_segment> pack_segments(sim::unit_kind kind, const model& m);
+// The unit pieces of `kind` in layer `layer` of model `m`: rows in the layer's weight type, input-major
+// rows in the type the engine's input-major copies use (kernels::input_major_type).
+std::vector<pack_segment> pack_segments(sim::unit_kind kind, const model& m, size_t layer);
+uint64_t pack_unit_bytes(const std::vector<pack_segment>& segments);
 
 // Writes the pack of `m` (file `model_path`, hashed for the index) for `layout` to `out_path`
 // (through a temporary file renamed at the end: a cancelled or failed pack leaves nothing behind).

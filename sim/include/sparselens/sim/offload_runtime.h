@@ -4,6 +4,7 @@
 // missing units are read from the pack with O_DIRECT, batched per layer.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -102,7 +103,7 @@ private:
     int32_t m_input_group = -1, m_neuron_group = -1;
     std::vector<std::unique_ptr<stream>> m_streams;
     aligned_buffer m_staging[3][2];  // [matrix][cols_major]
-    tensor_view m_stage_view[3][2];
+    std::vector<std::array<std::array<tensor_view, 2>, 3>> m_views;  // per layer: the staging rows in its types
     bool m_covered[3] = {};
     aligned_buffer m_bounce;
     aligned_buffer m_slots;

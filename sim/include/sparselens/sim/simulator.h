@@ -26,6 +26,8 @@ struct sim_params {
     uint32_t window_tokens = 5;
     std::vector<double> layer_weights;          // per-layer cache share; empty = uniform
     std::vector<std::vector<uint32_t>> pinned;  // per stream ascending ids; empty = none
+    std::vector<uint64_t> stream_unit_bytes;    // per stream unit bytes overriding the weight format's (an
+                                                // offload pack's real per-layer sizes); empty = none
     uint32_t warmup_tokens = 0;                 // replay/online: simulated but left out of the summary
     bool keep_stream_tokens = false;            // replay: keep per-token per-stream counters in the report
     uint32_t threads = 0;                       // replay/sweep worker threads; 0 = hardware concurrency

@@ -1,0 +1,75 @@
+// Offload on a K-quant file (label peer: llama.cpp's quantizer makes it): a random-weight llama quantized to
+// Q4_K_M with llama.cpp's own recipe stores W_down as Q4_K in some layers and Q6_K in others, so the pack's
+// down columns are Q4_0 in some layers and Q8_0 in others (kernels::input_major_type, as the engine's
+// in-RAM layouts). The offloaded run must still be bit-identical to the in-RAM run, and the simulator,
+// given the pack's per-layer unit sizes, must count the same bytes.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "offload_harness.h"
+#include "peer_parity.h"
+#include "sparselens/core/fingerprint.h"
+#include "sparselens/core/synthetic.h"
+
+namespace {
+
+using namespace sl;
+using namespace sl::test::offload_harness;
+
+const fixture& kq() {
+    static const fixture f = [] {
+        fixture x;
+        x.tag = "kq";
+        synthetic_params p = synthetic_default_params();
+        p.arch = "llama";
+        p.shape = "small";  // dim 256, hidden 768: whole K-quant super-blocks, 4 layers
+        p.type = dtype::f32;
+        p.path = scratch("kq-f32.gguf");
+        const auto w = synthetic_write(p);
+        EXPECT_TRUE(w.ok()) << (w.ok() ? "" : w.message());
+        x.model_path = scratch("kq-q4_k_m.gguf");
+        EXPECT_TRUE(sl::test::peer_quantize(p.path, x.model_path, "Q4_K_M", false));
+        std::filesystem::remove(p.path);
+        x.m = model_load(x.model_path).value();
+        x.sha = sha256_file(x.model_path).value();
+        uint64_t s = 99;
+        x.tokens = {1};
+        while (x.tokens.size() < 32) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            x.tokens.push_back(3 + static_cast<int32_t>((s >> 33) % 500));
+        }
+        return x;
+    }();
+    return f;
+}
+
+TEST(OffloadKQuant, PackCarriesPerLayerUnitTypes) {
+    const fixture& f = kq();
+    ASSERT_EQ(f.m.layers.size(), 4u);
+    // llama.cpp's Q4_K_M recipe: W_down Q6_K where it wants more bits (layers 2 and 3 of 4), else Q4_K.
+    EXPECT_EQ(f.m.layers[0].w_down.type, dtype::q4_k);
+    EXPECT_EQ(f.m.layers[3].w_down.type, dtype::q6_k);
+    const std::string pack = pack_for(f, "dip");
+    auto p = pack_open(pack, f.m, f.sha);
+    ASSERT_TRUE(p.ok()) << p.message();
+    ASSERT_EQ(p->groups.size(), 2u);  // input_column_pair, down_column
+    const pack_region &down0 = p->region(0, 1), &down3 = p->region(3, 1);
+    EXPECT_EQ(down0.segments[0].type, dtype::q4_0);
+    EXPECT_EQ(down3.segments[0].type, dtype::q8_0);
+    EXPECT_EQ(down0.unit_bytes, 256u / 32 * 18);
+    EXPECT_EQ(down3.unit_bytes, 256u / 32 * 34);
+    EXPECT_EQ(p->groups[1].max_unit_bytes, down3.unit_bytes);
+    EXPECT_EQ(p->region(0, 0).segments[0].type, dtype::q4_0);  // W_up / W_gate columns: Q4_K -> Q4_0
+    EXPECT_TRUE(pack_verify(*p).ok());
+}
+
+TEST(OffloadKQuant, DipIsBitIdenticalToInRam) { expect_identical_to_in_ram(kq(), "dip", "dip", "auto", 3); }
+TEST(OffloadKQuant, DipCaIsBitIdenticalToInRam) { expect_identical_to_in_ram(kq(), "dip-ca", "dip", "auto"); }
+TEST(OffloadKQuant, GluDownColumnsAreBitIdentical) { expect_identical_to_in_ram(kq(), "glu", "down_column", "pread"); }
+
+}  // namespace
+
+SL_TEST_MAIN_NEEDS_PEER(false)
