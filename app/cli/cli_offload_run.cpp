@@ -9,43 +9,14 @@
 #include "cli_generate.h"
 #include "cli_offload.h"
 #include "sparselens/core/fingerprint.h"
-#include "sparselens/sim/offload_runtime.h"
+#include "sparselens/sim/offload_pass.h"
 #include "sparselens/sim/residency.h"
 
 namespace sl::cli {
 
 namespace {
 
-// Bytes this process made the kernel fetch from storage (/proc/self/io read_bytes).
-uint64_t proc_read_bytes() {
-    std::ifstream in("/proc/self/io");
-    std::string key;
-    uint64_t v = 0;
-    while (in >> key >> v)
-        if (key == "read_bytes:") return v;
-    return 0;
-}
-
-struct pass_result {
-    std::string label, pack, io_backend;
-    std::vector<int32_t> tokens;
-    int32_t n_prompt = 0, n_decoded = 0;
-    double decode_seconds = 0;
-    offload::resident_parts resident;
-    uint64_t budget = 0, cache_capacity = 0, peak_cache = 0;
-    // Measured over the decoded positions.
-    double tokens_per_s = 0, bytes_per_token = 0, hit_rate = 0, io_wait_share = 0, runs_per_token = 0,
-           requests_per_token = 0, copy_share = 0;
-    uint64_t bytes_total = 0, proc_read_bytes = 0;
-    // Simulated over the same positions.
-    double sim_tokens_per_s = 0, sim_bytes_per_token = 0, sim_hit_rate = 0, sim_reads_per_token = 0;
-    double sim_flash_s_per_token = 0, io_s_per_token = 0, compute_s_per_token = 0;
-    // With the compute term (sim::token_cost's compute_s): this run's time outside I/O waits, and the
-    // in-RAM decode speed the config measured (0 when it has none).
-    double sim_tokens_per_s_run_compute = 0, sim_tokens_per_s_config_compute = 0;
-    double sim_io_wait_share = 0;  // predicted flash time / predicted token time (with this run's compute)
-    bool same_capacity = true;
-};
+using offload::pass_result;
 
 nlohmann::json pass_json(const pass_result& r) {
     return {{"label", r.label},
@@ -60,6 +31,7 @@ nlohmann::json pass_json(const pass_result& r) {
                           {"work_buffers", r.resident.work_buffers}, {"total", r.resident.total()}}},
             {"cache_capacity_bytes", r.cache_capacity},
             {"peak_cache_bytes", r.peak_cache},
+            {"pinned", {{"units", r.pinned_units}, {"bytes_read_once", r.pinned_bytes}, {"misses_after_load", r.pinned_misses}}},
             {"measured", {{"tokens_per_s", r.tokens_per_s}, {"bytes_read_per_token", r.bytes_per_token},
                           {"hit_rate", r.hit_rate}, {"io_wait_share", r.io_wait_share},
                           {"copy_share", r.copy_share}, {"runs_per_token", r.runs_per_token},
@@ -75,120 +47,35 @@ nlohmann::json pass_json(const pass_result& r) {
                            {"same_cache_capacities", r.same_capacity}}}};
 }
 
-pass_result offload_pass(const loaded_model& lm, const std::string& model_path, const std::string& sha,
-                         const sim::deploy_config& c, sparsity_method& method, const std::string& pack_path,
+pass_result offload_pass(const loaded_model& lm, const std::string& sha, const sim::deploy_config& c,
+                         const calibration* calib, sparsity_method& method, const std::string& pack_path,
                          uint64_t budget, const sim::device_profile& device, const run_opts_offload& oo,
                          const generation_request& q, int32_t threads, bool quiet) {
-    const model& m = *lm.m;
-    offload::pack_info pack = take(offload::pack_open(pack_path, m, sha));
-    if (oo.verify)
-        if (outcome v = offload::pack_verify(pack, offload_progress("verify pack", quiet)); !v) throw cli_error(v.message());
-    context_params cp = context_default_params();
-    cp.n_threads = threads;
-    cp.n_ctx = std::min(q.steps, m.hp.seq_len);  // the KV cache a run of `steps` positions needs (counted resident)
-    context ctx = take(context::create(m, cp));
-    offload::offload_params op;
-    op.dram_bytes = budget;
-    op.policy = c.policy;
-    op.window_tokens = c.window_tokens;
-    op.n_ctx = ctx.n_ctx();
-    op.io_backend = oo.io;
-    op.merge_gap_pages = device.flash_merge_gap_pages;
-    if (op.policy == sim::cache_policy::belady) throw cli_error("offload: Belady needs the future; use lru, lfu or window");
-    auto rt = take(offload::offload_runtime::create(m, pack, method.traits(), op));
-    ctx.set_mlp_source(rt.get());
-    ctx.set_method(&method);
-    if (outcome a = rt->allocate(ctx.layout_bytes()); !a) throw cli_error(a.message());
-    ctx.set_residency(rt.get());
-
-    sim::sim_params base = sim::deploy_sim_params(c);
-    base.device = device;
-    const sim::sim_params sp = offload::offload_sim_params(*rt, base);
-    auto simres = take(sim::sim_residency::create(sim::shape_from_model(m), rt->map().layout, sp));
-    rt->forward_to(simres.get());
-
-    generate_params gp = generate_default_params();
-    gp.steps = q.steps;
-    gp.sampling.temperature = q.temperature;
-    gp.sampling.top_p = q.top_p;
-    gp.sampling.seed = q.seed;
-    gp.bos_id = lm.tok->bos_id();
-    const std::vector<int32_t> prompt = encode_prompt(lm, q.prompt);
-    const uint64_t io0 = proc_read_bytes();
-    auto gr = generate(ctx, prompt, gp, [&](const generate_step&) {
-        return rt->last_error().empty() && !offload_interrupt::requested();
-    });
-    const uint64_t io1 = proc_read_bytes();
-    if (!rt->last_error().empty()) throw cli_error(rt->last_error());
-    if (!simres->last_error().empty()) throw cli_error("simulator: " + simres->last_error());
-    if (!gr) throw cli_error(gr.cancelled() ? "run cancelled" : gr.message());
-
-    pass_result r;
-    r.label = method.name();
-    r.pack = pack_path;
-    r.io_backend = rt->io_backend();
-    r.tokens = gr->tokens;
-    r.n_prompt = gr->n_prompt;
-    r.n_decoded = gr->n_decoded;
-    r.decode_seconds = gr->decode_seconds;
-    r.resident = rt->resident();
-    r.budget = budget;
-    r.cache_capacity = rt->cache_capacity_bytes();
-    r.peak_cache = rt->peak_cache_bytes();
-    r.proc_read_bytes = io1 - io0;
-    const sim::run_report sr = simres->sim().report();
-    r.same_capacity = sr.alloc.stream_capacity == rt->alloc().stream_capacity;
-    // Decoded positions: the last n_decoded of every per-token row.
-    const auto& mt = rt->tokens();
-    const size_t n = std::min<size_t>({static_cast<size_t>(r.n_decoded), mt.size(), sr.tokens.size()});
-    const size_t m0 = mt.size() - n, s0 = sr.tokens.size() - n;
-    uint64_t hits = 0, misses = 0, runs = 0, reqs = 0, sh = 0, sm = 0;
-    double io = 0, copy = 0, lat = 0, sb = 0, sreads = 0;
-    for (const offload::offload_token& t : mt) r.bytes_total += t.bytes_read;
-    for (size_t i = 0; i < n; ++i) {
-        const offload::offload_token& t = mt[m0 + i];
-        const sim::token_report& s = sr.tokens[s0 + i];
-        hits += t.hits;
-        misses += t.misses;
-        runs += t.runs;
-        reqs += t.requests;
-        io += t.io_seconds;
-        copy += t.copy_seconds;
-        r.bytes_per_token += static_cast<double>(t.bytes_read);
-        sh += s.hits;
-        sm += s.misses;
-        lat += s.latency_s;
-        sb += static_cast<double>(s.flash_bytes);
-        sreads += static_cast<double>(s.flash_reads);
-    }
-    const double dn = std::max<double>(1, static_cast<double>(n));
-    r.tokens_per_s = r.decode_seconds > 0 ? r.n_decoded / r.decode_seconds : 0;
-    r.bytes_per_token /= dn;
-    r.hit_rate = hits + misses ? static_cast<double>(hits) / static_cast<double>(hits + misses) : 0;
-    r.io_wait_share = r.decode_seconds > 0 ? io / r.decode_seconds : 0;
-    r.copy_share = r.decode_seconds > 0 ? copy / r.decode_seconds : 0;
-    r.runs_per_token = static_cast<double>(runs) / dn;
-    r.requests_per_token = static_cast<double>(reqs) / dn;
-    r.sim_tokens_per_s = lat > 0 ? static_cast<double>(n) / lat : 0;
-    r.sim_bytes_per_token = sb / dn;
-    r.sim_hit_rate = sh + sm ? static_cast<double>(sh) / static_cast<double>(sh + sm) : 0;
-    r.sim_reads_per_token = sreads / dn;
-    r.io_s_per_token = io / dn;
-    r.compute_s_per_token = std::max(0.0, r.decode_seconds / dn - r.io_s_per_token);
-    const double cfg_compute = c.expected.cpu_tokens_per_s > 0 ? 1.0 / c.expected.cpu_tokens_per_s : 0.0;
-    double lat_run = 0, lat_cfg = 0, flash_t = 0;
-    for (size_t i = 0; i < n; ++i) {
-        const sim::token_report& s = sr.tokens[s0 + i];
-        r.sim_flash_s_per_token += s.flash_time_s / dn;
-        flash_t += s.flash_time_s;
-        lat_run += sim::token_cost(sp.device, s.dram_bytes, s.flash_bytes, s.flash_reads, r.compute_s_per_token, s.flash_batches).latency_s;
-        lat_cfg += sim::token_cost(sp.device, s.dram_bytes, s.flash_bytes, s.flash_reads, cfg_compute, s.flash_batches).latency_s;
-    }
-    r.sim_tokens_per_s_run_compute = lat_run > 0 ? static_cast<double>(n) / lat_run : 0;
-    r.sim_tokens_per_s_config_compute = lat_cfg > 0 ? static_cast<double>(n) / lat_cfg : 0;
-    r.sim_io_wait_share = lat_run > 0 ? flash_t / lat_run : 0;
-    (void)model_path;
-    return r;
+    offload::pass_request rq;
+    rq.m = lm.m.get();
+    rq.model_sha256 = sha;
+    rq.config = &c;
+    rq.calib = calib;
+    rq.method = &method;
+    rq.pack_path = pack_path;
+    rq.budget = budget;
+    rq.device = device;
+    rq.io = oo.io;
+    rq.verify = oo.verify;
+    rq.prompt = encode_prompt(lm, q.prompt);
+    rq.steps = q.steps;
+    rq.sampling.temperature = q.temperature;
+    rq.sampling.top_p = q.top_p;
+    rq.sampling.seed = q.seed;
+    rq.bos_id = lm.tok->bos_id();
+    rq.threads = threads;
+    const progress_fn verify = offload_progress("verify pack", quiet);
+    rq.progress = [&](float f) {  // the checksum pass shows progress; the run only listens for Ctrl-C
+        return f <= 0.2f ? verify(f / 0.2f) : !offload_interrupt::requested();
+    };
+    auto r = offload::offload_pass(rq);
+    if (!r) throw cli_error(r.cancelled() ? "run cancelled" : r.message());
+    return std::move(*r);
 }
 
 void print_pass(const pass_result& r) {
@@ -241,7 +128,8 @@ std::pair<pass_result, std::optional<pass_result>> offload_passes(offload_sessio
                                                                   const generation_request& q, int32_t threads,
                                                                   bool quiet) {
     const sim::deploy_config& c = s.lc.config;
-    pass_result main = offload_pass(s.lm, model_path, s.sha, c, *s.drt.method, s.pack_path, s.budget, s.device, oo, q,
+    const calibration* calib = s.lc.calib ? &*s.lc.calib : nullptr;
+    pass_result main = offload_pass(s.lm, s.sha, c, calib, *s.drt.method, s.pack_path, s.budget, s.device, oo, q,
                                     threads, quiet);
     std::optional<pass_result> dense;
     if (oo.dense_baseline) {
@@ -249,7 +137,9 @@ std::pair<pass_result, std::optional<pass_result>> offload_passes(offload_sessio
         dc.name = "dense";
         auto dm = take(make_method(dc, *s.lm.m, nullptr));
         const std::string dpack = offload::pack_default_path(model_path, take(sim::layout_parse("bundle")));
-        dense = offload_pass(s.lm, model_path, s.sha, c, *dm, dpack, s.budget, s.device, oo, q, threads, quiet);
+        sim::deploy_config dense_config = c;  // the dense baseline pins nothing
+        dense_config.method.pin_fraction = 0.0f;
+        dense = offload_pass(s.lm, s.sha, dense_config, nullptr, *dm, dpack, s.budget, s.device, oo, q, threads, quiet);
     }
     return {std::move(main), std::move(dense)};
 }

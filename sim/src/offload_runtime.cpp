@@ -68,6 +68,9 @@ offload_runtime::~offload_runtime() = default;
 result<std::unique_ptr<offload_runtime>> offload_runtime::create(const model& m, pack_info pack,
                                                                  const method_traits& traits, const offload_params& p) {
     if (traits.fused) return error{"offload: fused methods (sparsellm) keep their own bundle buffers; not offloaded"};
+    if (!p.pinned.empty() && p.pinned.size() != pack.regions.size())
+        return error{"offload: pinned sets for " + std::to_string(p.pinned.size()) + " streams, the pack has " +
+                     std::to_string(pack.regions.size())};
     std::unique_ptr<offload_runtime> rt(new offload_runtime());
     rt->m_model = &m;
     rt->m_params = p;
@@ -191,11 +194,80 @@ outcome offload_runtime::allocate(uint64_t extra_resident) {
         c.capacity = m_params.policy == sim::cache_policy::none ? 0 : m_alloc.stream_capacity[s];
         const pack_group& g = m_pack.groups[s % m_pack.groups.size()];
         const uint64_t ub = m_map.unit_bytes_of(s);
+        if (!m_params.pinned.empty()) {
+            c.pinned = m_params.pinned[s];
+            if (c.pinned.size() > c.capacity)
+                return error{"--dram " + std::to_string(m_params.dram_bytes) + " bytes leaves layer " +
+                             std::to_string(s / m_pack.groups.size()) + "'s " + sim::unit_kind_name(g.kind) +
+                             " cache " + std::to_string(c.capacity) + " units, fewer than its " +
+                             std::to_string(c.pinned.size()) + " pinned heavy hitters: raise --dram or lower pin_fraction"};
+        }
         if (auto v = sim::cache_config_validate(c, g.units, "offload cache"); !v) return v;
         m_streams.push_back(std::make_unique<stream>(g.units, c, ub, m_slots.data + at));
         at += uint64_t{c.capacity} * ub;
     }
+    if (!preload_pinned()) return error{m_error};
     return {};
+}
+
+uint64_t offload_runtime::pinned_units() const {
+    uint64_t n = 0;
+    for (const auto& p : m_params.pinned) n += p.size();
+    return n;
+}
+
+bool offload_runtime::plan_into_buffer(const pack_region& reg, const std::vector<uint32_t>& ids, uint64_t& bytes) {
+    sim::plan_reads(ids, reg.unit_bytes, static_cast<uint32_t>(pack_align), m_params.merge_gap_pages, m_runs);
+    m_reqs.clear();
+    m_miss_src.resize(ids.size());
+    bytes = 0;
+    for (const sim::page_run& run : m_runs) {
+        const uint64_t n = run.n_pages * pack_align, first = run.first_page * pack_align;
+        if (bytes + n > m_bounce.size) {
+            m_error = m_pack.path + ": read buffer too small (internal error)";
+            return false;
+        }
+        m_reqs.push_back({reg.offset + first, n, m_bounce.data + bytes});
+        for (uint32_t k = run.first_miss; k < run.end_miss; ++k)
+            m_miss_src[k] = m_bounce.data + bytes + (uint64_t{ids[k]} * reg.unit_bytes - first);
+        bytes += n;
+    }
+    return true;
+}
+
+// The pinned units are resident from the first token on (the simulator counts them as hits every time):
+// read them into their slots now, one batch per stream.
+bool offload_runtime::preload_pinned() {
+    if (m_params.pinned.empty()) return true;
+    for (size_t si = 0; si < m_streams.size(); ++si) {
+        const std::vector<uint32_t>& ids = m_params.pinned[si];
+        if (ids.empty()) continue;
+        stream& s = *m_streams[si];
+        const pack_region& reg = m_pack.regions[si];
+        uint64_t bytes = 0;
+        if (!plan_into_buffer(reg, ids, bytes)) return false;
+        if (auto o = m_reader->read(m_reqs); !o) {
+            m_error = o.message();
+            return false;
+        }
+        m_pinned_bytes += bytes;
+        for (size_t k = 0; k < ids.size(); ++k)
+            if (!take_slot(s, ids[k], m_miss_src[k])) return false;
+    }
+    return true;
+}
+
+bool offload_runtime::take_slot(stream& s, uint32_t u, const uint8_t* src) {
+    if (s.free_slots.empty()) {
+        m_error = "offload: cache slots exhausted (internal error)";
+        return false;
+    }
+    const uint32_t slot = s.free_slots.back();
+    s.free_slots.pop_back();
+    s.slot_of[u] = static_cast<int32_t>(slot);
+    s.owner[slot] = u;
+    std::memcpy(s.slots + uint64_t{slot} * s.unit_bytes, src, s.unit_bytes);
+    return true;
 }
 
 bool offload_runtime::load_stream(int32_t layer, size_t group, const std::vector<uint32_t>& active) {
@@ -208,22 +280,13 @@ bool offload_runtime::load_stream(int32_t layer, size_t group, const std::vector
 
     // The simulator's reads (sim::plan_reads): runs of consecutive missed ids, merged across small gaps,
     // each one read of whole pages into the read buffer.
-    sim::plan_reads(m_misses, reg.unit_bytes, static_cast<uint32_t>(pack_align), m_params.merge_gap_pages, m_runs);
-    m_reqs.clear();
-    m_miss_src.resize(m_misses.size());
     uint64_t cursor = 0;
-    for (const sim::page_run& run : m_runs) {
-        const uint64_t bytes = run.n_pages * pack_align, first = run.first_page * pack_align;
-        if (cursor + bytes > m_bounce.size) {
-            m_error = m_pack.path + ": read buffer too small (internal error)";
-            return false;
-        }
-        m_reqs.push_back({reg.offset + first, bytes, m_bounce.data + cursor});
-        for (uint32_t k = run.first_miss; k < run.end_miss; ++k)
-            m_miss_src[k] = m_bounce.data + cursor + (uint64_t{m_misses[k]} * reg.unit_bytes - first);
-        cursor += bytes;
-    }
+    if (!plan_into_buffer(reg, m_misses, cursor)) return false;
     m_cur.runs += m_runs.size();
+    if (!m_params.pinned.empty()) {
+        const std::vector<uint32_t>& pin = m_params.pinned[static_cast<size_t>(layer) * m_pack.groups.size() + group];
+        for (uint32_t u : m_misses) m_pinned_misses += std::binary_search(pin.begin(), pin.end(), u) ? 1 : 0;
+    }
     const uint64_t req0 = m_reader->requests();
     if (auto o = m_reader->start(m_reqs); !o) {
         m_error = o.message();
@@ -269,16 +332,7 @@ bool offload_runtime::load_stream(int32_t layer, size_t group, const std::vector
         const uint32_t u = m_misses[k];
         stage(u, m_miss_src[k]);
         ++n_staged;
-        if (!s.cache.resident(u)) continue;
-        if (s.free_slots.empty()) {
-            m_error = "offload: cache slots exhausted (internal error)";
-            return false;
-        }
-        const uint32_t slot = s.free_slots.back();
-        s.free_slots.pop_back();
-        s.slot_of[u] = static_cast<int32_t>(slot);
-        s.owner[slot] = u;
-        std::memcpy(s.slots + uint64_t{slot} * s.unit_bytes, m_miss_src[k], s.unit_bytes);
+        if (s.cache.resident(u) && !take_slot(s, u, m_miss_src[k])) return false;
     }
     if (n_staged != active.size()) {
         m_error = "offload: layer " + std::to_string(layer) + ": " + std::to_string(active.size() - n_staged) +
@@ -336,13 +390,14 @@ void offload_runtime::on_token(int32_t layer, int32_t pos, const layer_masks& ma
 
 void offload_runtime::reset() {
     for (auto& s : m_streams) s->clear();
+    if (!preload_pinned() && m_error.empty()) m_error = "offload: reloading the pinned units failed";
     if (m_forward) m_forward->reset();
 }
 
 sim::sim_params offload_sim_params(const offload_runtime& rt, sim::sim_params base) {
     base.quant = rt.map().quant;
     base.context_tokens = rt.map().context_tokens;
-    base.pinned.clear();
+    base.pinned = rt.pinned();
     base.layer_weights.clear();
     base.stream_unit_bytes = rt.map().stream_unit_bytes;
     base.device.dram_bytes = rt.budget_bytes();

@@ -30,6 +30,9 @@ struct offload_params {
     // Runs of a batch closer than this many pages are read as one request (sim::plan_reads; the
     // device profile's flash_merge_gap_pages, so the simulator counts the same reads); -1 = no merging.
     int32_t merge_gap_pages = -1;
+    // Per stream (layer * groups + group) ascending unit ids kept in the cache for the whole run (a
+    // config's pinned heavy hitters): inside the stream's capacity, read once by allocate(); empty = none.
+    std::vector<std::vector<uint32_t>> pinned;
 };
 
 // DRAM the run holds besides the MLP caches (bytes as stored in memory here).
@@ -84,11 +87,19 @@ public:
     const std::vector<offload_token>& tokens() const { return m_tokens; }
     const char* io_backend() const;
     const pack_info& pack() const { return m_pack; }
+    const std::vector<std::vector<uint32_t>>& pinned() const { return m_params.pinned; }
+    uint64_t pinned_units() const;
+    uint64_t pinned_bytes() const { return m_pinned_bytes; }    // read by allocate() (and after reset())
+    uint64_t pinned_misses() const { return m_pinned_misses; }  // pinned units read again later (0)
 
 private:
     offload_runtime() = default;
     struct stream;
     bool load_stream(int32_t layer, size_t group, const std::vector<uint32_t>& active);
+    // Plans the reads of `ids` (ascending) from `reg` into the read buffer (m_reqs, m_miss_src).
+    bool plan_into_buffer(const pack_region& reg, const std::vector<uint32_t>& ids, uint64_t& bytes);
+    bool preload_pinned();
+    bool take_slot(stream& s, uint32_t unit, const uint8_t* src);  // a free slot gets the unit's bytes
     void build_views(int32_t layer, mlp_views& out) const;
 
     const model* m_model = nullptr;
@@ -117,6 +128,7 @@ private:
     std::vector<offload_token> m_tokens;
     offload_token m_cur;
     uint32_t m_token = 0;
+    uint64_t m_pinned_bytes = 0, m_pinned_misses = 0;
     std::string m_error;
 };
 
