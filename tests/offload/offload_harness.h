@@ -15,6 +15,7 @@
 #include "sparselens/core/context.h"
 #include "sparselens/core/methods.h"
 #include "sparselens/sim/offload_pack.h"
+#include "sparselens/sim/offload_pass.h"
 #include "sparselens/sim/offload_runtime.h"
 #include "sparselens/sim/residency.h"
 
@@ -40,12 +41,18 @@ inline std::string pack_for(const fixture& f, const std::string& layout) {
     return path;
 }
 
-inline std::unique_ptr<sparsity_method> method(const fixture& f, const std::string& name) {
+inline method_config method_cfg(const std::string& name, float pin_fraction = 0.0f) {
     method_config c;
     c.name = name;
     c.density = name == "glu" ? 0.9f : 0.5f;  // GLU's down keep is 3 * density - 2
     c.gamma = 0.2f;
-    return make_method(c, f.m, nullptr).value();
+    c.pin_fraction = pin_fraction;
+    return c;
+}
+
+inline std::unique_ptr<sparsity_method> method(const fixture& f, const std::string& name, float pin_fraction = 0.0f,
+                                               const calibration* cal = nullptr) {
+    return make_method(method_cfg(name, pin_fraction), f.m, cal).value();
 }
 
 struct built {
@@ -54,7 +61,8 @@ struct built {
 };
 
 inline built make_runtime(const fixture& f, const std::string& pack, const sparsity_method& meth, uint64_t dram, int32_t n_ctx,
-                   const std::string& io = "auto", int32_t gap = -1) {
+                   const std::string& io = "auto", int32_t gap = -1,
+                   std::vector<std::vector<uint32_t>> pinned = {}) {
     built b;
     auto p = pack_open(pack, f.m, f.sha);
     if (!p) {
@@ -67,6 +75,7 @@ inline built make_runtime(const fixture& f, const std::string& pack, const spars
     op.n_ctx = n_ctx;
     op.io_backend = io;
     op.merge_gap_pages = gap;
+    op.pinned = std::move(pinned);
     auto rt = offload_runtime::create(f.m, *p, meth.traits(), op);
     if (!rt) {
         b.error = rt.message();
@@ -86,16 +95,24 @@ inline uint64_t resident_of(const fixture& f, const std::string& pack, const spa
     return b.rt->resident().total();
 }
 
-// Returns the reads per token (the runtime's and the simulator's, which must agree).
+// Returns the reads per token (the runtime's and the simulator's, which must agree). With pin_fraction > 0
+// the method pins the calibration's heavy hitters and the caches pin the same units.
 inline double expect_identical_to_in_ram(const fixture& f, const std::string& name, const std::string& layout,
-                                         const std::string& io, int32_t gap = -1) {
+                                         const std::string& io, int32_t gap = -1, float pin_fraction = 0.0f,
+                                         const calibration* cal = nullptr) {
     const std::string pack = pack_for(f, layout);
-    auto m_ram = method(f, name), m_off = method(f, name);
+    auto m_ram = method(f, name, pin_fraction, cal), m_off = method(f, name, pin_fraction, cal);
+    sim::deploy_config dc;
+    dc.method = method_cfg(name, pin_fraction);
+    auto pinned = pinned_units(dc, cal, f.m, pack_open(pack, f.m, f.sha).value());
+    EXPECT_TRUE(pinned.ok()) << pinned.message();
+    std::vector<std::vector<uint32_t>> pin_sets;
+    if (pinned.ok()) pin_sets = std::move(*pinned);
     const int32_t n_ctx = 64;
     const uint64_t mlp = pack_open(pack, f.m, f.sha)->mlp_bytes();
     const uint64_t budget = resident_of(f, pack, *m_off, n_ctx) + mlp * 3 / 10;  // caches: 30% of the MLP
 
-    built b = make_runtime(f, pack, *m_off, budget, n_ctx, io, gap);
+    built b = make_runtime(f, pack, *m_off, budget, n_ctx, io, gap, std::move(pin_sets));
     if (!b.rt) {
         ADD_FAILURE() << b.error;
         return 0;
@@ -160,6 +177,13 @@ inline double expect_identical_to_in_ram(const fixture& f, const std::string& na
     EXPECT_EQ(hits, sim_hits);
     EXPECT_EQ(bytes, sim_bytes) << "O_DIRECT bytes read must equal the simulator's page-rounded flash bytes";
     EXPECT_LE(rt.peak_cache_bytes(), rt.cache_capacity_bytes());
+    EXPECT_EQ(rt.pinned_misses(), 0u) << "a pinned unit was read again after the first load";
+    if (pin_fraction > 0) {
+        // Pinned neurons are active every token and never read after allocate(): hits at least |P| per token.
+        EXPECT_GT(rt.pinned_units(), 0u);
+        EXPECT_GT(rt.pinned_bytes(), 0u);
+        EXPECT_GE(hits, rt.pinned_units() * rt.tokens().size());
+    }
     std::printf("%s (%s, %s): hit rate %.3f, %.0f bytes read per token\n", name.c_str(), layout.c_str(), rt.io_backend(),
                 double(hits) / double(hits + misses), double(bytes) / double(rt.tokens().size()));
     return double(runs) / double(rt.tokens().size());

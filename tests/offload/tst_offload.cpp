@@ -10,6 +10,7 @@
 #include <random>
 #include <sstream>
 
+#include "sparselens/core/calibration.h"
 #include "sparselens/core/context.h"
 #include "sparselens/core/fingerprint.h"
 #include "sparselens/core/methods.h"
@@ -98,6 +99,19 @@ TEST(Offload, PlanReadsMatchesABruteForceReference) {
             for (size_t r = 1; r < runs.size(); ++r)
                 EXPECT_GT(runs[r].first_page, runs[r - 1].first_page + runs[r - 1].n_pages + gap);
     }
+}
+
+TEST(Offload, PinnedHeavyHittersStayInTheCache) {
+    // DIP and DIP-CA pinning 10% of the neurons (the calibration's heavy hitters): the caches hold them
+    // from the first token, they never miss, and the run stays bit-identical with the simulator's counts.
+    calibration_params cp = calibration_default_params();
+    cp.n_ctx = 64;
+    cp.max_tokens = 256;
+    std::vector<int32_t> text;
+    while (text.size() < 256) text.insert(text.end(), fx().tokens.begin(), fx().tokens.end());
+    const calibration cal = calibrate(fx().m, text, cp).value();
+    expect_identical_to_in_ram(fx(), "dip", "dip", "auto", 3, 0.1f, &cal);
+    expect_identical_to_in_ram(fx(), "dip-ca", "dip", "auto", -1, 0.1f, &cal);
 }
 
 TEST(Offload, PreadFallbackGivesTheSameRun) { expect_identical_to_in_ram(fx(), "dip-ca", "dip", "pread"); }
