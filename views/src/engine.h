@@ -71,6 +71,12 @@ public:
     // Calibrates on `text`; returns a one-line description of what was calibrated.
     result<std::string> calibrate(const eval_text& text, const job_hooks& hooks);
 
+    // "Verify on this machine" (engine_offload.cpp): a saved run's config offloaded here, measured next to the
+    // simulator with this machine's probed profile.
+    result<std::shared_ptr<offload_verify_result>> verify_offload(const offload_verify_request& req,
+                                                                  const std::shared_ptr<const eval_text>& text,
+                                                                  const job_hooks& hooks);
+
     bool has_model() const { return m_model != nullptr; }
     bool has_calibration() const { return m_calib.has_value(); }
 

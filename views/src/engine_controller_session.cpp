@@ -125,4 +125,36 @@ generation_id EngineController::runSessionJob(const session_job_request& req) {
     }, task);
 }
 
+generation_id EngineController::verifyOffload(const offload_verify_request& req) {
+    return post(tagVerify, [this, req, text = m_evalText](job& j) {
+        auto r = m_engine->verify_offload(req, text, hooksFor(j));
+        if (!r) return deliverError(j, r.message(), r.cancelled());
+        std::shared_ptr<const offload_verify_result> res = std::move(r).value();
+        deliver(j.tag, j.generation, [this, res] {
+            emit offloadVerified(res);
+            emit taskFinished(QString::fromLatin1(taskVerify), true,
+                              tr("Verified run %1 on this machine: %2 tok/s measured, %3 simulated")
+                                  .arg(res->run_id)
+                                  .arg(res->tokens_per_s, 0, 'f', 2)
+                                  .arg(res->sim_tokens_per_s, 0, 'f', 2));
+        });
+    }, taskVerify);
+}
+
+void EngineController::cancelVerify() {
+    std::vector<generation_id> dropped;
+    {
+        std::lock_guard lock(m_mutex);
+        for (const auto& q : m_queue)
+            if (q->tag == tagVerify) dropped.push_back(q->generation);
+        std::erase_if(m_queue, [](const std::shared_ptr<job>& q) { return q->tag == tagVerify; });
+        if (m_running && m_running->tag == tagVerify) m_running->cancel = true;
+    }
+    for (generation_id g : dropped) {
+        emit taskFinished(QString::fromLatin1(taskVerify), false, tr("Cancelled"));
+        emit requestCancelled(QString::fromLatin1(tagVerify), g);
+        emit requestFinished(QString::fromLatin1(tagVerify), g);
+    }
+}
+
 }  // namespace sl::views

@@ -73,6 +73,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), m_controller(std:
     m_session = new SessionPanel(this);
     m_tradeoffs = new TradeoffsPanel(this);
     m_tradeoffs->setMinimumSize(360, 280);
+    m_tradeoffs->attachController(m_controller.get());  // "Verify on this machine"
 
     m_status = new QLabel(this);
     m_progress = new ProgressStrip(this);

@@ -22,6 +22,7 @@
 #include <QtCharts/QValueAxis>
 
 #include "sparselens/sessions/run_convert.h"
+#include "sparselens/views/offload_verify_box.h"
 #include "sparselens/views/pareto.h"
 
 namespace sl::views {
@@ -109,6 +110,8 @@ TradeoffsPanel::TradeoffsPanel(QWidget* parent) : QWidget(parent) {
     layout->addLayout(top);
     layout->addWidget(m_view, 1);
     layout->addWidget(m_status);
+    m_verifyBox = new OffloadVerifyBox(this);
+    layout->addWidget(m_verifyBox);
 
     auto apply = [this] {
         setAxes(static_cast<XAxis>(m_xCombo->currentIndex()), static_cast<YAxis>(m_yCombo->currentIndex()),
@@ -183,9 +186,12 @@ void TradeoffsPanel::setLogX(bool on) {
     rebuild();
 }
 
+void TradeoffsPanel::attachController(EngineController* controller) { m_verifyBox->attach(controller); }
+
 void TradeoffsPanel::selectRun(qint64 id) {
     if (id == m_selected) return;
     m_selected = id;
+    m_verifyBox->setRunId(id);
     // Clicking a point selects it: the series that emitted the click must outlive its signal.
     if (m_rebuildQueued) return;
     m_rebuildQueued = true;

@@ -45,6 +45,7 @@ public:
     static constexpr const char* tagActivations = "activations";
     static constexpr const char* tagSweep = "session.sweep";
     static constexpr const char* tagSessionTune = "session.tune";
+    static constexpr const char* tagVerify = "verify";
 
     // Task names of taskProgress / taskFinished (the Session panel's rows use the first three).
     static constexpr const char* taskCalibrate = "calibrate";
@@ -55,6 +56,7 @@ public:
     static constexpr const char* taskExport = "export";
     static constexpr const char* taskImport = "import";
     static constexpr const char* taskDelete = "delete";
+    static constexpr const char* taskVerify = "verify";  // Verify on this machine
 
     explicit EngineController(QObject* parent = nullptr);
     ~EngineController() override;  // cancels the running job and joins the engine thread
@@ -81,6 +83,10 @@ public:
     generation_id importConfig(const QString& path);
     // A sweep or tune on the evaluation text into the session (cancellable, with taskProgress).
     generation_id runSessionJob(const session_job_request& req);
+    // "Verify on this machine": the run's config offloaded on this machine (engine_offload.cpp), with
+    // taskProgress("verify") and cancelVerify(); ends with offloadVerified or an error, then taskFinished.
+    generation_id verifyOffload(const offload_verify_request& req);
+    void cancelVerify();  // cancels a queued or running verification only
     QString sessionPath() const { return m_sessionPath; }
 
     void stop();    // ends a running generation early, keeping what it produced
@@ -124,6 +130,7 @@ signals:
     void configExported(qint64 runId, const QString& path);
     void configImported(const sl::views::imported_settings& settings);
     void tuneRecorded(const QList<qint64>& recommendedRuns, qint64 sweepId);
+    void offloadVerified(std::shared_ptr<const sl::views::offload_verify_result> result);
     void taskProgress(const QString& task, double fraction);
     // Every task ends with this (cancelled and failed ones with ok = false), after its result signals.
     void taskFinished(const QString& task, bool ok, const QString& message);

@@ -87,4 +87,27 @@ struct imported_settings {
     bool calibration_installed = false;
 };
 
+// "Verify on this machine": a saved run's deployment config run offloaded (MLP weights read from its pack
+// with O_DIRECT) under a DRAM budget, measured next to the simulator with this machine's probed profile.
+struct offload_verify_request {
+    int64_t run_id = 0;
+    uint64_t dram_bytes = 0;  // the budget; 0: the run's simulated device DRAM
+    int32_t steps = 48;       // positions (greedy, from the opening words of the evaluation text)
+};
+
+struct offload_verify_result {
+    int64_t run_id = 0;
+    std::string method, profile, pack, io_backend;
+    bool pack_written = false;  // the pack was missing or stale and was written first
+    uint64_t budget = 0, resident = 0, cache_capacity = 0;
+    uint64_t pinned_units = 0;
+    int32_t n_decoded = 0;
+    double tokens_per_s = 0, sim_tokens_per_s = 0;  // simulated with this run's compute time
+    double sim_dram_bound_tokens_per_s = 0;
+    double bytes_per_token = 0, sim_bytes_per_token = 0;
+    double hit_rate = 0, sim_hit_rate = 0;
+    double io_wait_share = 0, sim_io_wait_share = 0;
+    std::string text;  // the generated text
+};
+
 }  // namespace sl::views

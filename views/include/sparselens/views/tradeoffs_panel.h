@@ -1,6 +1,7 @@
 // Trade-offs panel (issue 7, panel 7): every run of the session as a scatter of accuracy against simulated
 // tokens/s, CPU tokens/s or MLP density, one colour per method, with each method's Pareto front, tuner
 // runs ringed, recommendations starred and unsaved live results hollow. Clicking a point restores it.
+// Under the chart, "Verify on this machine" runs the selected run offloaded here (OffloadVerifyBox).
 #pragma once
 
 #include <cstdint>
@@ -29,6 +30,9 @@ class QXYSeries;
 QT_END_NAMESPACE
 
 namespace sl::views {
+
+class EngineController;
+class OffloadVerifyBox;
 
 // A method's colour in every chart (fixed for the shipped methods, a stable pick for others).
 QColor method_color(const std::string& method);
@@ -70,6 +74,10 @@ public:
     // Where the run is drawn in chart values, when it is drawn (it has the x metric).
     bool valueOfRun(int64_t id, QPointF* out) const;
 
+    // "Verify on this machine" for the selected run runs on `controller` (not owned).
+    void attachController(EngineController* controller);
+    OffloadVerifyBox* verifyBox() const { return m_verifyBox; }
+
     static QString runSummary(const sessions::run_record& r);
     static QString liveSummary(const tuning_result& r);
 
@@ -102,6 +110,7 @@ private:
     QCheckBox* m_logXCheck = nullptr;
     QLabel* m_status = nullptr;
     QChartView* m_view = nullptr;
+    OffloadVerifyBox* m_verifyBox = nullptr;
 
     XAxis m_x = XAxis::SimTokS;
     YAxis m_y = YAxis::DeltaPpl;
