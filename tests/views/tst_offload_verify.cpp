@@ -119,6 +119,9 @@ private slots:
         QCOMPARE(small->budget, budget);
         QVERIFY(small->resident + small->cache_capacity <= budget);
         QVERIFY2(small->hit_rate < 0.9 && small->bytes_per_token > 0, qPrintable(QString::number(small->hit_rate)));
+        qInfo("budget %llu B: hit rate %.3f, %.0f B read/token, %.1f tok/s measured, %.1f simulated",
+              static_cast<unsigned long long>(budget), small->hit_rate, small->bytes_per_token, small->tokens_per_s,
+              small->sim_tokens_per_s);
         QCOMPARE(small->bytes_per_token, small->sim_bytes_per_token);  // same masks, same caches, same reads
         QCOMPARE(small->hit_rate, small->sim_hit_rate);
         const QString shown = OffloadVerifyBox::resultTable(*small);
