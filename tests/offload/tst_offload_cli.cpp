@@ -65,6 +65,32 @@ TEST(OffloadCli, MeasuredBytesEqualTheSimulatorAndTheKernel) {
     EXPECT_LE(j["resident"]["total"].get<uint64_t>() + j["cache_capacity_bytes"].get<uint64_t>(), 1800000u);
 }
 
+TEST(OffloadCli, PinnedHeavyHittersFromTheConfig) {
+    // A DIP config pinning 10% of the neurons: the run pins them in the cache (read once, never missed),
+    // the simulator agrees to the byte, and a budget whose caches cannot hold them is one line.
+    const std::string calib = scratch("cli-pin.calib"), config = scratch("cli-pin.json"), pack = scratch("cli-pin.slpack");
+    const auto c = run_cli("calibrate " + q("models/stories260K_f32.bin") + " " + q("text/tinystories_sample.txt") +
+                           " -z " + q("models/tok512.bin") + " -o " + calib);
+    ASSERT_EQ(c.code, 0) << c.err;
+    const auto e = run_cli("config export " + q("models/stories260K_f32.bin") + " -z " + q("models/tok512.bin") +
+                           " --text " + q("text/tinystories_sample.txt") + " --calib " + calib +
+                           " --method dip --density 0.5 --pin 0.1 --device apple-a18 --bits 32"
+                           " --context 64 --ctx 32 --windows 1 --sim-tokens 8 --out " + config);
+    ASSERT_EQ(e.code, 0) << e.err;
+    ASSERT_EQ(run_cli("pack " + q("models/stories260K_f32.bin") + " --config " + config + " -o " + pack).code, 0);
+    const std::string run = "run " + q("models/stories260K_f32.bin") + " -z " + q("models/tok512.bin") + " --config " +
+                            config + " --offload --pack " + pack + " -n 40 --temp 0 --prompt 'Once upon a time' ";
+    const auto r = run_cli(run + "--dram 1.2MB --json");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out)["offload"];
+    EXPECT_EQ(j["pinned"]["units"].get<uint64_t>(), 5u * 17u);  // round(0.1 * 172) heavy hitters in 5 layers
+    EXPECT_GT(j["pinned"]["bytes_read_once"].get<uint64_t>(), 0u);
+    EXPECT_EQ(j["pinned"]["misses_after_load"].get<uint64_t>(), 0u);
+    EXPECT_DOUBLE_EQ(j["measured"]["bytes_read_per_token"].get<double>(), j["simulated"]["bytes_read_per_token"].get<double>());
+    EXPECT_DOUBLE_EQ(j["measured"]["hit_rate"].get<double>(), j["simulated"]["hit_rate"].get<double>());
+    expect_one_line_failure(run_cli(run + "--dram 1.0MB"), "pinned heavy hitters");
+}
+
 TEST(OffloadCli, EvalOffloadReportsMeasuredNextToSimulatedWithMergedRuns) {
     // A profile whose runs merge across gaps of 2 pages: the runtime and the simulator must still agree.
     const std::string dev = scratch("merge-device.json");
