@@ -56,7 +56,8 @@ private slots:
         QTest::newRow("dip") << "dip" << true << false << false << false;
         QTest::newRow("chess") << "chess" << true << false << false << false;
         QTest::newRow("chess-attn") << "chess-attn" << true << true << false << false;
-        QTest::newRow("teal") << "teal" << false << false << false << false;
+        QTest::newRow("teal") << "teal" << false << true << false << false;
+        QTest::newRow("teal-uniform") << "teal-uniform" << false << true << false << false;
         QTest::newRow("sparsellm") << "sparsellm" << false << false << true << false;
         QTest::newRow("ffsplit") << "ffsplit" << false << false << true << true;
     }
@@ -92,6 +93,13 @@ private slots:
         t.setMethodConfig(c);
         QCOMPARE(t.methodConfig().pin_fraction, 0.1f);
         QCOMPARE(t.methodConfig().attn_density, 0.3f);
+        c = named("teal");
+        c.attn_density = 0.7f;
+        t.setMethodConfig(c);
+        QCOMPARE(t.methodConfig().attn_density, 0.7f);
+        c.attn_density = 1.0f;  // the single whole-layer budget
+        t.setMethodConfig(c);
+        QCOMPARE(t.methodConfig().attn_density, 1.0f);
         c = named("sparsellm");
         c.rank = 12;
         t.setMethodConfig(c);
@@ -134,6 +142,22 @@ private slots:
         bool found = false;
         for (QLabel* l : t.findChildren<QLabel*>()) found |= l->text() == QStringLiteral("10% · 17");
         QVERIFY(found);
+        // TEAL's attention share: a change re-evaluates; 100% reads "joint" (one budget), below it the value.
+        t.setMethodConfig(named("teal"));
+        QCOMPARE(t.attnSlider()->value(), 100);
+        auto attnLabel = [&] {
+            QStringList texts;
+            for (QLabel* l : t.findChildren<QLabel*>()) texts << l->text();
+            return texts;
+        };
+        QVERIFY(attnLabel().contains(QStringLiteral("joint")));
+        spy.clear();
+        t.attnSlider()->setValue(30);
+        QCOMPARE(spy.count(), 1);
+        QCOMPARE(spy.last().at(0).toBool(), false);
+        QCOMPARE(t.request(false).method.attn_density, 0.3f);
+        QCOMPARE(t.request(false).method.name, std::string("teal"));
+        QVERIFY(attnLabel().contains(QStringLiteral("30%")));
         t.setMethodConfig(named("sparsellm"));
         spy.clear();
         t.rankSpin()->setValue(8);

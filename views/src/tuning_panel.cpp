@@ -75,7 +75,8 @@ TuningPanel::TuningPanel(QWidget* parent) : QWidget(parent) {
         m_method->setItemData(m_method->count() - 1, tip, Qt::ToolTipRole);
     }
     m_method->setToolTip(tr("Sparsity method; hover an entry for its description"));
-    m_density = percent_slider(this, 5, 50, tr("Target MLP density: the share of gate+up+down weights read per token"));
+    m_density = percent_slider(this, 5, 50, tr("Target MLP density: the share of gate+up+down weights read per token (TEAL with Attention "
+                                                    "at 100%: the share of all seven projections' weights, by bytes)"));
     m_split = new QCheckBox(tr("Separate d_in / d_down"), this);
     m_split->setToolTip(tr("DIP: set the gate/up input-column density and the down-column density separately"));
     m_dIn = percent_slider(this, 5, 50, tr("DIP: density of gate/up input columns (d_in)"));
@@ -269,9 +270,11 @@ void TuningPanel::buildParameterControls(QGridLayout* grid, int row) {
                                           "each layer's neurons, the calibration's heavy hitters, is always computed; "
                                           "they come out of the method's budget. Marked on the Neurons chart."));
     m_pin->setMaximum(50);
-    m_attn = percent_slider(this, 5, 100, tr("CHESS w/ (chess-attn): density of the q and o projection inputs; 100% "
-                                             "= the MLP's keep, as in the paper. TEAL has no separate knob: its "
-                                             "density covers all seven projections by bytes."));
+    m_attn = percent_slider(this, 5, 100, tr("Density of the attention projections' inputs. CHESS w/ (chess-attn): the q "
+                                             "and o inputs; 100% = the MLP's keep, as in the paper. TEAL (teal, "
+                                             "teal-uniform): below 100%, q/k/v/o get this budget of their own and Density "
+                                             "covers the MLP alone; 100% = one budget over all seven projections (the "
+                                             "paper's), Density then being the whole layer's."));
     m_rank = new QSpinBox(this);
     m_rank->setRange(0, 1 << 16);
     m_rank->setSpecialValueText(tr("auto"));
@@ -334,7 +337,7 @@ void TuningPanel::onMethodChanged() {
     const bool ffsplit = name == QLatin1String("ffsplit");
     const bool svd = ffsplit && m_compress->currentText() == QLatin1String("svd");
     m_pin->setEnabled(dip || name == QLatin1String("cats") || name.startsWith(QLatin1String("chess")));
-    m_attn->setEnabled(name == QLatin1String("chess-attn"));
+    m_attn->setEnabled(name == QLatin1String("chess-attn") || name.startsWith(QLatin1String("teal")));
     m_rank->setEnabled(name == QLatin1String("sparsellm") || svd);
     m_ffHeavy->setEnabled(ffsplit);
     m_compress->setEnabled(ffsplit);
@@ -453,9 +456,12 @@ void TuningPanel::updateLabels() {
     };
     m_pinLabel->setText(share(m_pin));
     m_ffHeavyLabel->setText(share(m_ffHeavy));
+    // 100% is each method's own rule: CHESS the MLP's keep, TEAL one budget for the whole layer.
+    const bool teal = m_method->currentText().startsWith(QLatin1String("teal"));
     m_attnLabel->setText(!m_attn->isEnabled() ? QStringLiteral("–")
-                         : m_attn->value() == 100 ? tr("= MLP")
-                                                  : QStringLiteral("%1%").arg(m_attn->value()));
+                         : m_attn->value() < 100 ? QStringLiteral("%1%").arg(m_attn->value())
+                         : teal                  ? tr("joint")
+                                                 : tr("= MLP"));
     m_dramLabel->setText(m_card ? formatBytes(double(dramBytes())) : QStringLiteral("–"));
 }
 
