@@ -165,6 +165,26 @@ private slots:
         QCOMPARE(t.request(false).method.rank, 8);
     }
 
+    // Labels say what is read: a density below a method's dense floor shows the floor, γ only for DIP-CA.
+    void labelsSayWhatIsRead() {
+        TuningPanel t;
+        auto texts = [&] {
+            QStringList l;
+            for (QLabel* x : t.findChildren<QLabel*>()) l << x->text();
+            return l;
+        };
+        t.setMethodConfig(named("glu"));
+        QVERIFY(texts().contains(QStringLiteral("50% → 67%")));
+        QVERIFY(!texts().contains(QStringLiteral("0.20")));  // γ belongs to DIP-CA
+        t.setMethodConfig(named("cats"));
+        QVERIFY(texts().contains(QStringLiteral("50%")));  // above CATS's 1/3 floor
+        t.densitySlider()->setValue(20);
+        QVERIFY(texts().contains(QStringLiteral("20% → 34%")));
+        t.setMethodConfig(named("dip-ca"));
+        QVERIFY(texts().contains(QStringLiteral("50%")));
+        QVERIFY(texts().contains(QStringLiteral("0.20")));
+    }
+
     // Dense: one baseline figure everywhere, ×1.00, no hit rate. Methods: the CPU ratio with its spread.
     void denseReadoutsAgreeAndRatiosShowSpread() {
         TuningPanel t;
@@ -189,7 +209,15 @@ private slots:
         r->eval.speed_ratio_p25 = 1.1;
         r->eval.speed_ratio_p75 = 1.3;
         t.showResult(r);
-        QCOMPARE(t.readout(QStringLiteral("cpu_ratio")), QStringLiteral("×1.20 vs dense (1.10–1.30)"));
+        QCOMPARE(t.readout(QStringLiteral("cpu_ratio")), QStringLiteral("×1.20 (1.10–1.30)"));
+        r = std::make_shared<tuning_result>(*r);
+        r->eval.speed_ratio_median = 0.8;
+        r->eval.speed_ratio_p25 = 0.7;
+        r->eval.speed_ratio_p75 = 0.9;
+        r->eval.ppl = 3086.02;
+        t.showResult(r);
+        QCOMPARE(t.readout(QStringLiteral("cpu_ratio")), QStringLiteral("×0.80 (0.70–0.90) slower"));
+        QCOMPARE(t.readout(QStringLiteral("dppl")), QStringLiteral("+3082.0 (4.000 → 3086.0)"));
         QCOMPARE(t.readout(QStringLiteral("hit")), QStringLiteral("49.0%"));
     }
 
