@@ -98,6 +98,8 @@ TuningPanel::TuningPanel(QWidget* parent) : QWidget(parent) {
     m_gammaLabel = new QLabel(this);
     for (QLabel* l : {m_densityLabel, m_dInLabel, m_dDownLabel, m_gammaLabel})
         l->setMinimumWidth(l->fontMetrics().horizontalAdvance(QStringLiteral("100%")));
+    // Room for a floor ("20% → 34%") without the sliders jumping when it appears.
+    m_densityLabel->setMinimumWidth(m_densityLabel->fontMetrics().horizontalAdvance(QStringLiteral("00% → 00%")));
 
     auto* method = new QGroupBox(tr("Method"), this);
     auto* mg = new QGridLayout(method);
