@@ -34,6 +34,12 @@ std::shared_ptr<model_card> stories_card() {
     return c;
 }
 
+QStringList label_texts(const QWidget& w) {
+    QStringList l;
+    for (QLabel* x : w.findChildren<QLabel*>()) l << x->text();
+    return l;
+}
+
 sl::method_config named(const char* name) {
     sl::method_config c = sl::method_default_config();
     c.name = name;
@@ -145,11 +151,7 @@ private slots:
         // TEAL's attention share: a change re-evaluates; 100% reads "joint" (one budget), below it the value.
         t.setMethodConfig(named("teal"));
         QCOMPARE(t.attnSlider()->value(), 100);
-        auto attnLabel = [&] {
-            QStringList texts;
-            for (QLabel* l : t.findChildren<QLabel*>()) texts << l->text();
-            return texts;
-        };
+        auto attnLabel = [&] { return label_texts(t); };
         QVERIFY(attnLabel().contains(QStringLiteral("joint")));
         spy.clear();
         t.attnSlider()->setValue(30);
@@ -168,11 +170,7 @@ private slots:
     // Labels say what is read: a density below a method's dense floor shows the floor, γ only for DIP-CA.
     void labelsSayWhatIsRead() {
         TuningPanel t;
-        auto texts = [&] {
-            QStringList l;
-            for (QLabel* x : t.findChildren<QLabel*>()) l << x->text();
-            return l;
-        };
+        auto texts = [&] { return label_texts(t); };
         t.setMethodConfig(named("glu"));
         QVERIFY(texts().contains(QStringLiteral("50% → 67%")));
         QVERIFY(!texts().contains(QStringLiteral("0.20")));  // γ belongs to DIP-CA
@@ -202,18 +200,18 @@ private slots:
         QCOMPARE(t.readout(QStringLiteral("sim_ratio")), QStringLiteral("×1.00 (dense)"));
         QVERIFY(!t.readout(QStringLiteral("hit")).contains(QStringLiteral("49")));
 
-        r = std::make_shared<tuning_result>(*r);
-        r->config = named("dip");
-        r->eval.decode_tokens_per_second = 15000;
-        r->eval.speed_ratio_median = 1.2;
-        r->eval.speed_ratio_p25 = 1.1;
-        r->eval.speed_ratio_p75 = 1.3;
+        auto showSpread = [&](double median, double p25, double p75) {
+            r = std::make_shared<tuning_result>(*r);
+            r->config = named("dip");
+            r->eval.decode_tokens_per_second = 15000;
+            r->eval.speed_ratio_median = median;
+            r->eval.speed_ratio_p25 = p25;
+            r->eval.speed_ratio_p75 = p75;
+        };
+        showSpread(1.2, 1.1, 1.3);
         t.showResult(r);
         QCOMPARE(t.readout(QStringLiteral("cpu_ratio")), QStringLiteral("×1.20 (1.10–1.30)"));
-        r = std::make_shared<tuning_result>(*r);
-        r->eval.speed_ratio_median = 0.8;
-        r->eval.speed_ratio_p25 = 0.7;
-        r->eval.speed_ratio_p75 = 0.9;
+        showSpread(0.8, 0.7, 0.9);
         r->eval.ppl = 3086.02;
         t.showResult(r);
         QCOMPARE(t.readout(QStringLiteral("cpu_ratio")), QStringLiteral("×0.80 (0.70–0.90) slower"));
