@@ -27,20 +27,27 @@ void parse_ffsplit_compress(const std::string& v, method_config& c) {
     throw CLI::ValidationError("--compress", "'" + v + "' is not svd:RANK (RANK >= 1), svd or q4");
 }
 
-void add_method_options(CLI::App* c, method_opts& o) {
-    c->add_option("--density", o.cfg.density, "Target density: fraction of gate+up+down weights read (TEAL: of all seven projections, by bytes)")
+void add_method_knobs(CLI::App* c, method_config& cfg) {
+    c->add_option("--d-in", cfg.d_in, "DIP: gate/up input-column density (default: --density)")->check(CLI::Range(0.0, 1.0));
+    c->add_option("--d-down", cfg.d_down, "DIP: down-column density (default: --density)")->check(CLI::Range(0.0, 1.0));
+    c->add_option("--attn-density", cfg.attn_density,
+                  "Attention input density: chess-attn q/o inputs (default: the MLP's keep); teal, teal-uniform q/k/v/o "
+                  "inputs as their own budget, --density then covers the MLP (default: one budget for all seven)")
         ->check(CLI::Range(0.0, 1.0));
-    c->add_option("--d-in", o.cfg.d_in, "DIP: gate/up input-column density (default: --density)")->check(CLI::Range(0.0, 1.0));
-    c->add_option("--d-down", o.cfg.d_down, "DIP: down-column density (default: --density)")->check(CLI::Range(0.0, 1.0));
-    c->add_option("--gamma", o.cfg.gamma, "DIP-CA: weight of units not in DRAM (1 = plain DIP)")->check(CLI::Range(0.0, 1.0));
-    c->add_option("--attn-density", o.cfg.attn_density, "CHESS w/ (chess-attn): q/o input density (default: same as the MLP)")->check(CLI::Range(0.0, 1.0));
-    c->add_option("--rank", o.cfg.rank, "SparseLLM predictor rank (0: dim/8)")->check(CLI::NonNegativeNumber);
-    c->add_option("--split", o.cfg.ffsplit_heavy, "FFSplit: share of neurons kept exact (calibration heavy hitters)")
+    c->add_option("--rank", cfg.rank, "SparseLLM predictor rank (0: dim/8)")->check(CLI::NonNegativeNumber);
+    c->add_option("--split", cfg.ffsplit_heavy, "FFSplit: share of neurons kept exact (calibration heavy hitters)")
         ->check(CLI::Range(0.0, 1.0));
     c->add_option_function<std::string>(
-         "--compress", [&o](const std::string& v) { parse_ffsplit_compress(v, o.cfg); },
+         "--compress", [&cfg](const std::string& v) { parse_ffsplit_compress(v, cfg); },
          "FFSplit: the light neurons as svd:RANK (a rank-RANK SVD), svd (the largest rank within --density) or q4 (Q4_0)");
-    c->add_option("--pin", o.cfg.pin_fraction, "Heavy-hitter neurons always active (fraction)")->check(CLI::Range(0.0, 1.0));
+    c->add_option("--pin", cfg.pin_fraction, "Heavy-hitter neurons always active (fraction)")->check(CLI::Range(0.0, 1.0));
+}
+
+void add_method_options(CLI::App* c, method_opts& o) {
+    c->add_option("--density", o.cfg.density, "Target density: fraction of gate+up+down weights read (TEAL: of all seven projections by bytes, unless --attn-density)")
+        ->check(CLI::Range(0.0, 1.0));
+    c->add_option("--gamma", o.cfg.gamma, "DIP-CA: weight of units not in DRAM (1 = plain DIP)")->check(CLI::Range(0.0, 1.0));
+    add_method_knobs(c, o.cfg);
     c->add_option("--calib", o.calib_path, "Calibration file (default: MODEL.calib when present)");
     c->add_option("-c,--ctx", o.n_ctx, "Window length: first half prompt, second half scored")->check(CLI::Range(8, 1 << 16));
     c->add_option("--windows", o.windows, "Windows of text to evaluate (0: all)")->check(CLI::NonNegativeNumber);

@@ -28,7 +28,10 @@ std::vector<int32_t> eval_tokens(const loaded_model& lm, const std::string& text
 // FFSplit's --compress: "svd:RANK" (rank), "svd" (rank 0: from --density) or "q4"; CLI::ValidationError otherwise.
 void parse_ffsplit_compress(const std::string& v, method_config& c);
 
-// --density, --d-in, --split, --compress, --d-down, --gamma, --attn-density, --rank, --pin, --calib, --ctx, --windows, --threads.
+// The per-method knobs into `cfg`: --d-in, --d-down, --attn-density, --rank, --split, --compress, --pin
+// (`sim` and `trace` add these alone: they have their own --density and --gamma).
+void add_method_knobs(CLI::App* c, method_config& cfg);
+// --density, --gamma, the knobs above, --calib, --ctx, --windows, --threads, --offset.
 void add_method_options(CLI::App* c, method_opts& o);
 
 // Loads --calib (or MODEL.calib beside the model when present) and checks it fits the model; nullopt

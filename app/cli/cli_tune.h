@@ -23,6 +23,7 @@ struct tune_opts {
     std::vector<float> densities, gammas;
     int32_t coarse_windows = -1, refine_steps = -1, dip_splits = -1;
     float pin = 0.0f;
+    float attn_density = 1.0f;  // chess-attn, teal: the attention inputs' density (1: the method's default)
     bool no_belady = false, json = false;
 };
 

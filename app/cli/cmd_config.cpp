@@ -28,7 +28,7 @@ std::string config_method_summary(const ss::deploy_config& c) {
     const method_config& m = c.method;
     char buf[256];
     std::snprintf(buf, sizeof buf, "%s at %.4g%% %s density", m.name.c_str(), 100.0 * m.density,
-                  m.name.rfind("teal", 0) == 0 ? "layer" : "MLP");
+                  m.name.rfind("teal", 0) == 0 && m.attn_density >= 1 ? "layer" : "MLP");
     std::string s = buf;
     auto add = [&](const char* what, double v) {
         std::snprintf(buf, sizeof buf, ", %s %.4g", what, v);

@@ -25,6 +25,7 @@ struct sim_opts {
     std::string extra_resident, layer_weights, synthetic_out;
     std::string tokenizer, calib, trace_out;
     device_opts dev;
+    method_config knobs = method_default_config();  // online: --split, --compress, --attn-density, --rank, --pin, ...
     double density = -1, gamma = -1, pin_top = 0;
     double persistence = 0.7, skew = 1.0;
     uint32_t window = 5, warmup = 0, threads = 0, tokens = 256;
@@ -252,6 +253,7 @@ int run_online(const sim_opts& o) {
     if (!o.shape.empty() || !o.trace_path.empty()) throw cli_error("MODEL TEXT cannot be combined with --shape or --trace");
     loaded_model lm = load_model(o.positional[0], o.tokenizer, true);
     method_opts mo;
+    mo.cfg = o.knobs;
     mo.cfg.name = o.method;
     mo.cfg.density = o.density < 0 ? 0.5f : static_cast<float>(o.density);
     if (o.gamma >= 0) mo.cfg.gamma = static_cast<float>(o.gamma);
@@ -298,14 +300,22 @@ int run_online(const sim_opts& o) {
         if (auto w = ss::trace_write(o.trace_out, recorded); !w) throw cli_error(w.message());
 
     ss::run_report r = residency->sim().report();
-    r.label = o.method + " at " + std::to_string(static_cast<int>(std::lround(100 * mo.cfg.density))) + "% MLP density" +
-              (o.method == "dip-ca" ? ", gamma " + std::to_string(mo.cfg.gamma) : "") + " on " + std::to_string(tokens.size()) +
+    // FFSplit reads --density only to choose an svd rank.
+    const bool uses_density = o.method != "ffsplit" || (mo.cfg.ffsplit_mode == "svd" && mo.cfg.rank == 0);
+    r.label = o.method +
+              (uses_density ? " at " + std::to_string(static_cast<int>(std::lround(100 * mo.cfg.density))) + "% MLP density"
+                            : "") +
+              (o.method == "dip-ca" ? ", gamma " + std::to_string(mo.cfg.gamma) : "") +
+              (o.method == "ffsplit" ? ", " + std::to_string(static_cast<int>(std::lround(100 * mo.cfg.ffsplit_heavy))) +
+                                           "% exact, the rest " + mo.cfg.ffsplit_mode +
+                                           (mo.cfg.ffsplit_mode == "svd" && mo.cfg.rank > 0 ? ":" + std::to_string(mo.cfg.rank) : "")
+                                     : "") +
+              " on " + std::to_string(tokens.size()) +
               " tokens";
     if (o.json) {
         nlohmann::json j = report_json(r, o.per_token);
-        j["method"] = o.method;
+        add_method_json(j, mo.cfg);
         j["density"] = mo.cfg.density;
-        j["gamma"] = mo.cfg.gamma;
         if (!o.trace_out.empty()) j["trace"] = o.trace_out;
         print_json(j);
     } else {
@@ -318,6 +328,8 @@ int run_online(const sim_opts& o) {
 int run_sim(const sim_opts& o) {
     if (!o.synthetic_out.empty()) return write_synthetic(o);
     if (!o.positional.empty()) return run_online(o);
+    if (!(o.knobs == method_default_config()))
+        throw cli_error("--d-in, --d-down, --attn-density, --rank, --split, --compress and --pin need MODEL TEXT (online)");
     const bool analytic_method = o.method == "dense" || o.method == "static";
     if ((!analytic_method && o.trace_path.empty()) || o.gamma >= 0)
         throw cli_error("method '" + o.method + "' needs MODEL TEXT (online); --shape takes --method dense|static");
@@ -372,6 +384,7 @@ void register_sim(CLI::App& app, command_fn& run) {
     c->add_option("--density", o->density, "Active fraction for --method static / --synthetic")
         ->check(CLI::Range(0.0, 1.0));
     c->add_option("--gamma", o->gamma, "DIP-CA weight of units not cached (online mode)")->check(CLI::Range(0.0, 1.0));
+    add_method_knobs(c, o->knobs);
     c->add_option("-z,--tokenizer", o->tokenizer, "Online: llama2.c tokenizer.bin (default: embedded or beside the model)");
     c->add_option("--calib", o->calib, "Online: calibration file for methods that need one (default MODEL.calib)");
     c->add_option("--record", o->trace_out, "Online: also record the masks as a trace file for --trace replay");
@@ -413,6 +426,7 @@ void register_trace(CLI::App& app, command_fn& run) {
     c->add_option("--method", o->method, "Sparsity method (see eval --help)")->check(CLI::IsMember(method_names()));
     c->add_option("--density", o->density, "Target MLP density")->check(CLI::Range(0.0, 1.0));
     c->add_option("--gamma", o->gamma, "DIP-CA weight of units not cached")->check(CLI::Range(0.0, 1.0));
+    add_method_knobs(c, o->knobs);
     c->add_option("-z,--tokenizer", o->tokenizer, "llama2.c tokenizer.bin (default: embedded or beside the model)");
     c->add_option("--calib", o->calib, "Calibration file for methods that need one (default MODEL.calib)");
     c->add_option("--tokens", o->tokens, "Tokens of TEXT to run")->check(CLI::Range(1, 1 << 20));

@@ -76,6 +76,7 @@ ss::tune_params build_tune_params(tune_opts& o) {
     }
     p.belady_bound = !o.no_belady;
     p.base.pin_fraction = o.pin;
+    p.base.attn_density = o.attn_density;
     return p;
 }
 
@@ -341,6 +342,10 @@ void register_tune(CLI::App& app, command_fn& run) {
     c->add_option("--dip-splits", o->dip_splits, "DIP (d_in, d_down) splits tried per boundary density (0: none)")
         ->check(CLI::Range(0, 20));
     c->add_option("--pin", o->pin, "Heavy-hitter neurons always active (fraction), for every method that supports it")
+        ->check(CLI::Range(0.0, 1.0));
+    c->add_option("--attn-density", o->attn_density,
+                  "Attention input density held fixed while the MLP density is tuned (chess-attn, teal, teal-uniform; "
+                  "default: the method's own rule)")
         ->check(CLI::Range(0.0, 1.0));
     c->add_option("--calib", o->m.calib_path, "Calibration file (default: MODEL.calib when present)");
     c->add_option("-c,--ctx", o->m.n_ctx, "Eval window length: first half prompt, second half scored")

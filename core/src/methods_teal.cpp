@@ -143,6 +143,9 @@ result<teal_plan> teal_make_plan(const model& m, const calibration& cal, float t
                                  const teal_params& params) {
     if (!(target_density >= 0.0f && target_density <= 1.0f))
         return error{"target density " + std::to_string(target_density) + " is outside [0, 1]"};
+    const bool separate_attention = !(params.attn_density < 0.0f);
+    if (separate_attention && !(params.attn_density <= 1.0f))
+        return error{"attention density " + std::to_string(params.attn_density) + " is outside [0, 1]"};
     if (outcome o = calibration_matches(cal, m); !o.ok()) return error{o.message()};
     if (m.layers.size() != cal.layers.size())
         return error{"model " + m.path + " has " + std::to_string(m.layers.size()) + " layers, calibration " +
@@ -197,15 +200,27 @@ result<teal_plan> teal_make_plan(const model& m, const calibration& cal, float t
             }
         }
         std::array<float, proj_count>& keep = plan.keep[l];
+        auto error_of = [&](int p, float k) {
+            if (k >= 1.0f) return 0.0;
+            const magnitude_histogram& h = cal.histogram(li, proj_site[static_cast<size_t>(p)]);
+            return scale[static_cast<size_t>(p)] * histogram_energy_below(h, h.threshold_for_density(k));
+        };
+        const auto attention = [](int p) { return p <= static_cast<int>(proj::o); };
         if (params.proxy == teal_proxy::uniform) {
-            keep.fill(std::clamp(target_density, 0.0f, 1.0f));
-        } else {
-            auto error_of = [&](int p, float k) {
-                if (k >= 1.0f) return 0.0;
-                const magnitude_histogram& h = cal.histogram(li, proj_site[static_cast<size_t>(p)]);
-                return scale[static_cast<size_t>(p)] * histogram_energy_below(h, h.threshold_for_density(k));
-            };
+            for (int p = 0; p < proj_count; ++p)
+                keep[static_cast<size_t>(p)] =
+                    std::clamp(separate_attention && attention(p) ? params.attn_density : target_density, 0.0f, 1.0f);
+        } else if (!separate_attention) {
             keep = teal_greedy(bytes, error_of, target_density, params.step);
+        } else {
+            // One greedy per group, each seeing only its group's bytes (the others' 0 bytes keep them at 1).
+            std::array<double, proj_count> attn_bytes{}, mlp_bytes{};
+            for (int p = 0; p < proj_count; ++p)
+                (attention(p) ? attn_bytes : mlp_bytes)[static_cast<size_t>(p)] = bytes[static_cast<size_t>(p)];
+            const std::array<float, proj_count> ka = teal_greedy(attn_bytes, error_of, params.attn_density, params.step);
+            const std::array<float, proj_count> km = teal_greedy(mlp_bytes, error_of, target_density, params.step);
+            for (int p = 0; p < proj_count; ++p)
+                keep[static_cast<size_t>(p)] = (attention(p) ? ka : km)[static_cast<size_t>(p)];
         }
         for (size_t i = 0; i < keep.size(); ++i)
             plan.threshold[l][i] = cal.threshold_for_density(li, proj_site[i], keep[i]);

@@ -224,8 +224,14 @@ built build_chess_entry(const method_config& c, const model& m, const calibratio
 built build_teal_entry(const method_config& c, const model& m, const calibration* cal, teal_proxy proxy) {
     const char* name = proxy == teal_proxy::uniform ? "teal-uniform" : "teal";
     if (outcome o = check_threshold_calibration(name, m, cal); !o.ok()) return error{o.message()};
+    if (!(c.attn_density >= 0.0f && c.attn_density <= 1.0f))
+        return error{std::string(name) + ": attention density " + std::to_string(c.attn_density) +
+                     " is outside [0, 1]"};
     teal_params p = teal_default_params();
     p.proxy = proxy;
+    // attn_density 1 (the default) keeps the paper's single whole-layer budget; below 1 the attention
+    // projections get their own and `density` covers the MLP.
+    if (c.attn_density < 1.0f) p.attn_density = c.attn_density;
     auto plan = teal_make_plan(m, *cal, c.density, p);
     if (!plan.ok()) return error{std::string(name) + ": " + plan.message()};
     return make_teal_method(std::move(plan).value());
@@ -249,12 +255,14 @@ std::vector<method_entry> threshold_method_entries() {
          }},
         {"teal",
          "TEAL: magnitude thresholds on the inputs of all seven projections, greedy per-layer allocation "
-         "(density = whole layer)",
+         "(density = whole layer; with an attention density: MLP and attention budgets apart)",
          true,
          [](const method_config& c, const model& m, const calibration* cal) {
              return build_teal_entry(c, m, cal, teal_default_params().proxy);
          }},
-        {"teal-uniform", "TEAL with one density for all seven projections (no greedy allocation)", true,
+        {"teal-uniform", "TEAL with one density for all seven projections (no greedy allocation; attention density "
+                         "sets q/k/v/o apart)",
+         true,
          [](const method_config& c, const model& m, const calibration* cal) {
              return build_teal_entry(c, m, cal, teal_proxy::uniform);
          }},

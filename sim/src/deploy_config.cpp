@@ -414,6 +414,9 @@ result<deploy_config> deploy_config_from_json(const std::string& text, const std
             fields::fail("fields 'method.d_in' and 'method.d_down' must be in [0, 1] or -1 (derived from density)");
         mc.gamma = me.real("gamma", 0, 1);
         mc.attn_density = me.real("attn_density", 0, 1);
+        // Version 1 builds ran TEAL with one budget over all seven projections whatever attn_density said:
+        // read it as that (1), so an old config runs what it ran when it was tuned.
+        if (c.version < 2 && mc.name.rfind("teal", 0) == 0) mc.attn_density = 1.0f;
         mc.rank = static_cast<int32_t>(me.integer("rank", 0, big));
         mc.pin_fraction = me.real("pin_fraction", 0, 1);
         mc.ffsplit_mode = me.str("ffsplit_mode");

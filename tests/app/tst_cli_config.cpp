@@ -118,10 +118,10 @@ TEST(CliConfig, ExportEvalRunReproduceDip) {
     EXPECT_EQ(r.code, 2);
     EXPECT_EQ(r.err, "sparselens: error: " + dir + "/shape.json: config is for a model with hidden_dim 768, this model has 172\n");
     edited = file;
-    edited["version"] = 2;
-    spit(dir + "/v2.json", edited.dump(2));
-    r = run_cli("eval " + model_arg + " " + text_arg + " --config '" + dir + "/v2.json'");
-    EXPECT_EQ(r.err, "sparselens: error: " + dir + "/v2.json: config version 2 is newer than this build supports (1)\n");
+    edited["version"] = 3;
+    spit(dir + "/v3.json", edited.dump(2));
+    r = run_cli("eval " + model_arg + " " + text_arg + " --config '" + dir + "/v3.json'");
+    EXPECT_EQ(r.err, "sparselens: error: " + dir + "/v3.json: config version 3 is newer than this build supports (2)\n");
     // --config owns the method.
     r = run_cli("eval " + model_arg + " " + text_arg + " --config '" + cfg + "' --method cats");
     EXPECT_EQ(r.code, 2);

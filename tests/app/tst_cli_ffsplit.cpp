@@ -1,4 +1,5 @@
-// `--method ffsplit --split --compress` end to end: eval, deployment config (export, eval drift 0, run), option errors.
+// `--method ffsplit --split --compress` end to end: eval, online simulation, deployment config (export, eval
+// drift 0, run), option errors.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -60,6 +61,46 @@ TEST(CliFFSplit, BadOptionsAreOneLineErrors) {
     const run_result r = run_cli("eval " + model_arg + " " + text_arg + " --method ffsplit --calib /nonexistent.calib");
     EXPECT_EQ(r.code, 2);
     EXPECT_NE(r.err.find("/nonexistent.calib"), std::string::npos) << r.err;
+}
+
+// `sim MODEL TEXT --method ffsplit` takes --split and --compress like eval: the exact part has the split's
+// neurons, the compressed part the bytes of its form (rank-r factors or Q4_0 rows).
+TEST(CliFFSplit, OnlineSimulationTakesSplitAndCompress) {
+    auto sim = [](const std::string& args) {
+        const run_result r = run_cli("sim " + model_arg + " " + text_arg + " --method ffsplit " + args + " --calib '" +
+                                     calib() + "' --tokens 64 --threads 1 --json");
+        EXPECT_EQ(r.code, 0) << r.err;
+        return r.code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
+    };
+    auto units = [](const nlohmann::json& j, const std::string& kind) {
+        for (const auto& u : j["memory"]["units"])
+            if (u["kind"] == kind) return std::pair{u["units_per_layer"].get<int64_t>(), u["unit_bytes"].get<int64_t>()};
+        ADD_FAILURE() << kind << " missing in " << j["memory"]["units"].dump();
+        return std::pair<int64_t, int64_t>{0, 0};
+    };
+    const auto svd8 = sim("--split 0.2 --compress svd:8");
+    const auto svd16 = sim("--split 0.2 --compress svd:16");
+    const auto q4 = sim("--split 0.05 --compress q4");
+    EXPECT_EQ(svd8["ffsplit_heavy"].get<float>(), 0.2f);
+    EXPECT_EQ(svd8["rank"], 8);
+    EXPECT_EQ(q4["ffsplit_mode"], "q4");
+    EXPECT_EQ(svd8["label"].get<std::string>().rfind("ffsplit, 20% exact, the rest svd:8 on 64 tokens", 0), 0u) << svd8["label"];
+    const int64_t hidden = 172;  // stories260K
+    EXPECT_EQ(units(svd8, "split_heavy").first, 34);  // 20% of 172, as the engine rounds it
+    EXPECT_EQ(units(q4, "split_heavy").first, 9);
+    EXPECT_EQ(units(svd8, "split_heavy").second, units(q4, "split_heavy").second);  // an exact neuron is the same bytes
+    // Rank 16 factors are more than rank 8's, less than twice (per-layer scales); Q4_0 light rows (4.5 bits
+    // a weight) are far more, and no more than the light neurons at the device's 4 bits.
+    EXPECT_GT(units(svd16, "split_light").second, units(svd8, "split_light").second);
+    EXPECT_LT(units(svd16, "split_light").second, 2 * units(svd8, "split_light").second);
+    EXPECT_GT(units(q4, "split_light").second, units(svd16, "split_light").second);
+    EXPECT_LE(units(q4, "split_light").second, units(svd8, "split_heavy").second * (hidden - 9));
+    EXPECT_LT(svd8["summary"]["flash_bytes_per_token"].get<double>(), q4["summary"]["flash_bytes_per_token"].get<double>());
+
+    // The knobs belong to online simulation; analytic and replay modes refuse them.
+    const run_result r = run_cli("sim --shape llama3-8b --split 0.2");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("need MODEL TEXT"), std::string::npos) << r.err;
 }
 
 TEST(CliFFSplit, DeploymentConfigReproducesWithZeroDrift) {

@@ -1,5 +1,5 @@
-// CATS, CHESS (w/o, w/), TEAL and heavy-hitter pinning: selection rules on hand-made activations and a
-// fake calibration, full-density exactness, and densities on held-out text of the real model.
+// CATS, CHESS (w/o, w/), TEAL (with its attention share) and heavy-hitter pinning: selection rules on
+// hand-made activations and a fake calibration, full-density exactness, and densities on held-out text.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -486,6 +486,46 @@ TEST(ThresholdMethods, TealSparsifiesEveryProjectionAt50) {
         }
         std::printf("%-12s MLP %.3f attention %.3f layer %.3f\n", name, r.mlp_density, r.attn_density,
                     layer_density(r));
+    }
+}
+
+// TEAL's attention share: attention density 1 (the default) is the single whole-layer budget bit for
+// bit; below 1, the MLP lands on `density` and q/k/v/o on the attention density, on held-out text.
+TEST(ThresholdMethods, TealAttentionShare) {
+    for (const char* name : {"teal", "teal-uniform"}) {
+        sl::method_config c = sl::method_default_config();
+        c.name = name;
+        c.density = 0.5f;
+        c.attn_density = 1.0f;
+        auto same = sl::make_method(c, fx().m, &fx().cal);
+        ASSERT_TRUE(same.ok()) << same.message();
+        sl::teal_params joint = sl::teal_default_params();
+        if (std::string(name) == "teal-uniform") joint.proxy = sl::teal_proxy::uniform;
+        auto plan = sl::teal_make_plan(fx().m, fx().cal, 0.5f, joint);
+        ASSERT_TRUE(plan.ok()) << plan.message();
+        auto old = sl::make_teal_method(std::move(plan).value());
+        EXPECT_EQ(run(same->get()), run(old.get(), old->traits())) << name;
+        EXPECT_EQ((*same)->per_layer_values(), old->per_layer_values()) << name;
+
+        double prev_kl = -1;
+        for (float a : {0.7f, 0.5f, 0.3f}) {
+            c.attn_density = a;
+            auto m = sl::make_method(c, fx().m, &fx().cal);
+            ASSERT_TRUE(m.ok()) << m.message();
+            const sl::eval_result r = evaluate(**m);
+            const std::string what = std::string(name) + " attention " + std::to_string(a);
+            std::printf("%-12s MLP 50%% attention %.0f%%: MLP %.3f attention %.3f ppl %.3f (dense %.3f) KL %.4f top-1 %.1f%%\n",
+                        name, 100 * a, r.mlp_density, r.attn_density, r.ppl, r.ppl_dense, r.kld_mean,
+                        100 * r.top1_agreement);
+            EXPECT_NEAR(r.mlp_density, 0.5, 0.03) << what;
+            EXPECT_NEAR(r.attn_density, a, 0.03) << what;
+            EXPECT_GE(r.kld_mean, prev_kl) << what;  // less attention density never helps
+            prev_kl = r.kld_mean;
+        }
+        c.attn_density = 1.5f;
+        auto bad = sl::make_method(c, fx().m, &fx().cal);
+        ASSERT_FALSE(bad.ok());
+        EXPECT_EQ(bad.message(), std::string(name) + ": attention density 1.500000 is outside [0, 1]");
     }
 }
 

@@ -133,6 +133,26 @@ TEST(DeployConfig, JsonRoundTripIsByteIdenticalAndLossless) {
     EXPECT_EQ(deploy_config_from_json(t2, "t").value(), none);
 }
 
+// Version 2 gave TEAL its attention density: a version-1 TEAL config reads as it ran then (one budget,
+// attn_density 1) whatever the field says; version 2 keeps the value, and other methods keep it in both.
+TEST(DeployConfig, Version1TealIgnoresAttentionDensity) {
+    deploy_config c = sample();
+    c.method.attn_density = 0.3f;
+    for (const char* name : {"teal", "teal-uniform", "chess-attn"}) {
+        c.method.name = name;
+        const bool teal = std::string(name) != "chess-attn";
+        auto v2 = deploy_config_from_json(deploy_config_to_json(c), "t.json");
+        ASSERT_TRUE(v2.ok()) << v2.message();
+        EXPECT_EQ(v2->version, 2);
+        EXPECT_EQ(v2->method.attn_density, 0.3f) << name;
+        EXPECT_EQ(*v2, c);
+        auto v1 = deploy_config_from_json(edited(c, [](auto& j) { j["version"] = 1; }), "t.json");
+        ASSERT_TRUE(v1.ok()) << v1.message();
+        EXPECT_EQ(v1->version, 1);
+        EXPECT_EQ(v1->method.attn_density, teal ? 1.0f : 0.3f) << name;
+    }
+}
+
 TEST(DeployConfig, WriteReadWriteIsByteIdenticalWithSidecar) {
     const fixture& f = fx();
     deploy_config c = sample();
@@ -186,8 +206,8 @@ TEST(DeployConfig, SidecarMissingOrCorrupted) {
 
 TEST(DeployConfig, PreciseErrors) {
     const deploy_config c = sample();
-    EXPECT_EQ(error_of(edited(c, [](auto& j) { j["version"] = 2; })),
-              "tuned.json: config version 2 is newer than this build supports (1)");
+    EXPECT_EQ(error_of(edited(c, [](auto& j) { j["version"] = 3; })),
+              "tuned.json: config version 3 is newer than this build supports (2)");
     EXPECT_EQ(error_of(edited(c, [](auto& j) { j["version"] = 0; })),
               "tuned.json: config version 0 is invalid (versions start at 1)");
     EXPECT_EQ(error_of(edited(c, [](auto& j) { j["schema"] = "sparselens.device"; })),

@@ -34,6 +34,12 @@ std::shared_ptr<model_card> stories_card() {
     return c;
 }
 
+QStringList label_texts(const QWidget& w) {
+    QStringList l;
+    for (QLabel* x : w.findChildren<QLabel*>()) l << x->text();
+    return l;
+}
+
 sl::method_config named(const char* name) {
     sl::method_config c = sl::method_default_config();
     c.name = name;
@@ -56,7 +62,8 @@ private slots:
         QTest::newRow("dip") << "dip" << true << false << false << false;
         QTest::newRow("chess") << "chess" << true << false << false << false;
         QTest::newRow("chess-attn") << "chess-attn" << true << true << false << false;
-        QTest::newRow("teal") << "teal" << false << false << false << false;
+        QTest::newRow("teal") << "teal" << false << true << false << false;
+        QTest::newRow("teal-uniform") << "teal-uniform" << false << true << false << false;
         QTest::newRow("sparsellm") << "sparsellm" << false << false << true << false;
         QTest::newRow("ffsplit") << "ffsplit" << false << false << true << true;
     }
@@ -92,6 +99,13 @@ private slots:
         t.setMethodConfig(c);
         QCOMPARE(t.methodConfig().pin_fraction, 0.1f);
         QCOMPARE(t.methodConfig().attn_density, 0.3f);
+        c = named("teal");
+        c.attn_density = 0.7f;
+        t.setMethodConfig(c);
+        QCOMPARE(t.methodConfig().attn_density, 0.7f);
+        c.attn_density = 1.0f;  // the single whole-layer budget
+        t.setMethodConfig(c);
+        QCOMPARE(t.methodConfig().attn_density, 1.0f);
         c = named("sparsellm");
         c.rank = 12;
         t.setMethodConfig(c);
@@ -134,11 +148,39 @@ private slots:
         bool found = false;
         for (QLabel* l : t.findChildren<QLabel*>()) found |= l->text() == QStringLiteral("10% · 17");
         QVERIFY(found);
+        // TEAL's attention share: a change re-evaluates; 100% reads "joint" (one budget), below it the value.
+        t.setMethodConfig(named("teal"));
+        QCOMPARE(t.attnSlider()->value(), 100);
+        auto attnLabel = [&] { return label_texts(t); };
+        QVERIFY(attnLabel().contains(QStringLiteral("joint")));
+        spy.clear();
+        t.attnSlider()->setValue(30);
+        QCOMPARE(spy.count(), 1);
+        QCOMPARE(spy.last().at(0).toBool(), false);
+        QCOMPARE(t.request(false).method.attn_density, 0.3f);
+        QCOMPARE(t.request(false).method.name, std::string("teal"));
+        QVERIFY(attnLabel().contains(QStringLiteral("30%")));
         t.setMethodConfig(named("sparsellm"));
         spy.clear();
         t.rankSpin()->setValue(8);
         QCOMPARE(spy.count(), 1);
         QCOMPARE(t.request(false).method.rank, 8);
+    }
+
+    // Labels say what is read: a density below a method's dense floor shows the floor, γ only for DIP-CA.
+    void labelsSayWhatIsRead() {
+        TuningPanel t;
+        auto texts = [&] { return label_texts(t); };
+        t.setMethodConfig(named("glu"));
+        QVERIFY(texts().contains(QStringLiteral("50% → 67%")));
+        QVERIFY(!texts().contains(QStringLiteral("0.20")));  // γ belongs to DIP-CA
+        t.setMethodConfig(named("cats"));
+        QVERIFY(texts().contains(QStringLiteral("50%")));  // above CATS's 1/3 floor
+        t.densitySlider()->setValue(20);
+        QVERIFY(texts().contains(QStringLiteral("20% → 34%")));
+        t.setMethodConfig(named("dip-ca"));
+        QVERIFY(texts().contains(QStringLiteral("50%")));
+        QVERIFY(texts().contains(QStringLiteral("0.20")));
     }
 
     // Dense: one baseline figure everywhere, ×1.00, no hit rate. Methods: the CPU ratio with its spread.
@@ -158,14 +200,22 @@ private slots:
         QCOMPARE(t.readout(QStringLiteral("sim_ratio")), QStringLiteral("×1.00 (dense)"));
         QVERIFY(!t.readout(QStringLiteral("hit")).contains(QStringLiteral("49")));
 
-        r = std::make_shared<tuning_result>(*r);
-        r->config = named("dip");
-        r->eval.decode_tokens_per_second = 15000;
-        r->eval.speed_ratio_median = 1.2;
-        r->eval.speed_ratio_p25 = 1.1;
-        r->eval.speed_ratio_p75 = 1.3;
+        auto showSpread = [&](double median, double p25, double p75) {
+            r = std::make_shared<tuning_result>(*r);
+            r->config = named("dip");
+            r->eval.decode_tokens_per_second = 15000;
+            r->eval.speed_ratio_median = median;
+            r->eval.speed_ratio_p25 = p25;
+            r->eval.speed_ratio_p75 = p75;
+        };
+        showSpread(1.2, 1.1, 1.3);
         t.showResult(r);
-        QCOMPARE(t.readout(QStringLiteral("cpu_ratio")), QStringLiteral("×1.20 vs dense (1.10–1.30)"));
+        QCOMPARE(t.readout(QStringLiteral("cpu_ratio")), QStringLiteral("×1.20 (1.10–1.30)"));
+        showSpread(0.8, 0.7, 0.9);
+        r->eval.ppl = 3086.02;
+        t.showResult(r);
+        QCOMPARE(t.readout(QStringLiteral("cpu_ratio")), QStringLiteral("×0.80 (0.70–0.90) slower"));
+        QCOMPARE(t.readout(QStringLiteral("dppl")), QStringLiteral("+3082.0 (4.000 → 3086.0)"));
         QCOMPARE(t.readout(QStringLiteral("hit")), QStringLiteral("49.0%"));
     }
 

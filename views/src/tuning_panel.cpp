@@ -32,6 +32,16 @@ namespace {
 
 constexpr int dram_steps = 1000;
 
+// The least MLP density a method can read, in percent: methods with a dense gate read it whole (1/3 of
+// gate+up+down), GLU pruning gate and up (2/3). Below it they read exactly the floor with a null MLP,
+// so the Density label says so rather than leave a 50% setting looking like 67% by surprise.
+int density_floor_percent(const QString& method) {
+    if (method == QLatin1String("glu")) return 67;
+    for (const char* m : {"gate", "up", "cats", "chess", "chess-attn"})
+        if (method == QLatin1String(m)) return 34;
+    return 0;
+}
+
 QSlider* percent_slider(QWidget* parent, int lo, int value, const QString& tip) {
     auto* s = new QSlider(Qt::Horizontal, parent);
     s->setRange(lo, 100);
@@ -75,7 +85,8 @@ TuningPanel::TuningPanel(QWidget* parent) : QWidget(parent) {
         m_method->setItemData(m_method->count() - 1, tip, Qt::ToolTipRole);
     }
     m_method->setToolTip(tr("Sparsity method; hover an entry for its description"));
-    m_density = percent_slider(this, 5, 50, tr("Target MLP density: the share of gate+up+down weights read per token"));
+    m_density = percent_slider(this, 5, 50, tr("Target MLP density: the share of gate+up+down weights read per token (TEAL with Attention "
+                                                    "at 100%: the share of all seven projections' weights, by bytes)"));
     m_split = new QCheckBox(tr("Separate d_in / d_down"), this);
     m_split->setToolTip(tr("DIP: set the gate/up input-column density and the down-column density separately"));
     m_dIn = percent_slider(this, 5, 50, tr("DIP: density of gate/up input columns (d_in)"));
@@ -87,6 +98,8 @@ TuningPanel::TuningPanel(QWidget* parent) : QWidget(parent) {
     m_gammaLabel = new QLabel(this);
     for (QLabel* l : {m_densityLabel, m_dInLabel, m_dDownLabel, m_gammaLabel})
         l->setMinimumWidth(l->fontMetrics().horizontalAdvance(QStringLiteral("100%")));
+    // Room for a floor ("20% → 34%") without the sliders jumping when it appears.
+    m_densityLabel->setMinimumWidth(m_densityLabel->fontMetrics().horizontalAdvance(QStringLiteral("00% → 00%")));
 
     auto* method = new QGroupBox(tr("Method"), this);
     auto* mg = new QGridLayout(method);
@@ -269,9 +282,11 @@ void TuningPanel::buildParameterControls(QGridLayout* grid, int row) {
                                           "each layer's neurons, the calibration's heavy hitters, is always computed; "
                                           "they come out of the method's budget. Marked on the Neurons chart."));
     m_pin->setMaximum(50);
-    m_attn = percent_slider(this, 5, 100, tr("CHESS w/ (chess-attn): density of the q and o projection inputs; 100% "
-                                             "= the MLP's keep, as in the paper. TEAL has no separate knob: its "
-                                             "density covers all seven projections by bytes."));
+    m_attn = percent_slider(this, 5, 100, tr("Density of the attention projections' inputs. CHESS w/ (chess-attn): the q "
+                                             "and o inputs; 100% = the MLP's keep, as in the paper. TEAL (teal, "
+                                             "teal-uniform): below 100%, q/k/v/o get this budget of their own and Density "
+                                             "covers the MLP alone; 100% = one budget over all seven projections (the "
+                                             "paper's), Density then being the whole layer's."));
     m_rank = new QSpinBox(this);
     m_rank->setRange(0, 1 << 16);
     m_rank->setSpecialValueText(tr("auto"));
@@ -334,7 +349,7 @@ void TuningPanel::onMethodChanged() {
     const bool ffsplit = name == QLatin1String("ffsplit");
     const bool svd = ffsplit && m_compress->currentText() == QLatin1String("svd");
     m_pin->setEnabled(dip || name == QLatin1String("cats") || name.startsWith(QLatin1String("chess")));
-    m_attn->setEnabled(name == QLatin1String("chess-attn"));
+    m_attn->setEnabled(name == QLatin1String("chess-attn") || name.startsWith(QLatin1String("teal")));
     m_rank->setEnabled(name == QLatin1String("sparsellm") || svd);
     m_ffHeavy->setEnabled(ffsplit);
     m_compress->setEnabled(ffsplit);
@@ -439,12 +454,20 @@ uint64_t TuningPanel::dramBytes() const {
 
 void TuningPanel::updateLabels() {
     syncSplitSliders();
-    m_densityLabel->setText(QStringLiteral("%1%").arg(m_density->value()));
+    const int floor = density_floor_percent(m_method->currentText());
+    m_densityLabel->setText(m_density->isEnabled() && m_density->value() < floor
+                                ? tr("%1% → %2%").arg(m_density->value()).arg(floor)
+                                : QStringLiteral("%1%").arg(m_density->value()));
+    m_densityLabel->setToolTip(floor > 0 ? tr("%1 computes part of the MLP densely: it reads at least %2% of the MLP "
+                                              "weights; below that its sparse part is empty")
+                                               .arg(m_method->currentText())
+                                               .arg(floor)
+                                         : QString());
     // d_in / d_down mean something only for DIP; without a split they follow Density.
     const bool dip = m_split->isEnabled();
     m_dInLabel->setText(dip ? QStringLiteral("%1%").arg(m_dIn->value()) : QStringLiteral("–"));
     m_dDownLabel->setText(dip ? QStringLiteral("%1%").arg(m_dDown->value()) : QStringLiteral("–"));
-    m_gammaLabel->setText(QString::number(m_gamma->value() / 100.0, 'f', 2));
+    m_gammaLabel->setText(m_gamma->isEnabled() ? QString::number(m_gamma->value() / 100.0, 'f', 2) : QStringLiteral("–"));
     // Shares with the neuron count they select on the loaded model (as the engine rounds them).
     auto share = [&](QSlider* s) {
         if (!s->isEnabled()) return QStringLiteral("–");
@@ -453,9 +476,12 @@ void TuningPanel::updateLabels() {
     };
     m_pinLabel->setText(share(m_pin));
     m_ffHeavyLabel->setText(share(m_ffHeavy));
+    // 100% is each method's own rule: CHESS the MLP's keep, TEAL one budget for the whole layer.
+    const bool teal = m_method->currentText().startsWith(QLatin1String("teal"));
     m_attnLabel->setText(!m_attn->isEnabled() ? QStringLiteral("–")
-                         : m_attn->value() == 100 ? tr("= MLP")
-                                                  : QStringLiteral("%1%").arg(m_attn->value()));
+                         : m_attn->value() < 100 ? QStringLiteral("%1%").arg(m_attn->value())
+                         : teal                  ? tr("joint")
+                                                 : tr("= MLP"));
     m_dramLabel->setText(m_card ? formatBytes(double(dramBytes())) : QStringLiteral("–"));
 }
 
@@ -579,11 +605,12 @@ void TuningPanel::showResult(std::shared_ptr<const tuning_result> r) {
     m_save->setEnabled(!r->partial);
     const eval_result& e = r->eval;
     auto set = [&](const char* key, const QString& text) { m_readouts[QLatin1String(key)]->setText(text); };
+    // Three decimals while they mean something; a broken method's perplexity in the thousands keeps one,
+    // so the line still fits the dock.
+    auto ppl = [](double v) { return QString::number(v, 'f', std::abs(v) >= 100 ? 1 : 3); };
     set("dppl", QStringLiteral("%1%2 (%3 → %4)")
-                    .arg(e.ppl >= e.ppl_dense ? QStringLiteral("+") : QString())
-                    .arg(e.ppl - e.ppl_dense, 0, 'f', 3)
-                    .arg(e.ppl_dense, 0, 'f', 3)
-                    .arg(e.ppl, 0, 'f', 3));
+                    .arg(e.ppl >= e.ppl_dense ? QStringLiteral("+") : QString(), ppl(e.ppl - e.ppl_dense),
+                         ppl(e.ppl_dense), ppl(e.ppl)));
     set("kld", QString::number(e.kld_mean, 'f', 4));
     set("top1", QStringLiteral("%1%").arg(100 * e.top1_agreement, 0, 'f', 1));
     set("mlp", QStringLiteral("%1%").arg(100 * e.mlp_density, 0, 'f', 1));
@@ -609,7 +636,11 @@ void TuningPanel::showResult(std::shared_ptr<const tuning_result> r) {
             return;
         }
         const QString v = x < 0.095 ? QString::number(x, 'f', 3) : QString::number(x, 'f', 2);
-        l->setText((x < 1.0 ? tr("×%1 — dense is faster").arg(v) : tr("×%1 vs dense").arg(v)) + spread);
+        // With the spread the line is kept short enough for the dock (the row's name says "vs dense").
+        if (!spread.isEmpty())
+            l->setText(tr("×%1%2").arg(v, spread) + (x < 1.0 ? tr(" slower") : QString()));
+        else
+            l->setText(x < 1.0 ? tr("×%1 — dense is faster").arg(v) : tr("×%1 vs dense").arg(v));
         l->setStyleSheet(x < 1.0 ? QStringLiteral("color: #c62828; font-weight: bold;")
                                  : QStringLiteral("color: #2e7d32; font-weight: bold;"));
     };

@@ -22,7 +22,8 @@ struct method_config {
     float d_in = -1.0f;          // DIP: gate/up input-column density (< 0: derived from density)
     float d_down = -1.0f;        // DIP: down-column density (< 0: derived from density)
     float gamma = 0.2f;          // DIP-CA: weight of non-cached units (1 = plain DIP)
-    float attn_density = 1.0f;   // CHESS w/, TEAL: density of attention projection inputs
+    float attn_density = 1.0f;   // CHESS w/, TEAL: density of attention projection inputs (1: the paper's
+                                 // rule: CHESS the MLP's keep, TEAL one budget over all seven projections)
     int32_t rank = 0;            // SparseLLM predictor rank (0: dim / 8)
     float pin_fraction = 0.0f;   // heavy-hitter pinning: share of neurons always active
     std::string ffsplit_mode = "svd";  // FFSplit compression of the light neurons: "svd" or "q4"

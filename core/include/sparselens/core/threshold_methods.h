@@ -55,6 +55,11 @@ const char* teal_proxy_name(teal_proxy p);
 struct teal_params {
     float step = 0.005f;  // block-sparsity increment per greedy step (fraction of the layer's bytes)
     teal_proxy proxy = teal_proxy::block_error;
+    // Attention share: < 0 (default) gives one budget over all seven projections, the target density, as
+    // in the paper's experiments. In [0, 1], the attention projections (q, k, v, o inputs) get their own
+    // budget at this density and the target density covers the MLP's three alone; each is allocated by
+    // the greedy (or set uniformly) within its group.
+    float attn_density = -1.0f;
 };
 teal_params teal_default_params();
 
@@ -67,7 +72,8 @@ std::array<float, proj_count> teal_greedy(const std::array<double, proj_count>& 
                                           const std::function<double(int, float)>& error, float target_density,
                                           float step);
 
-// Per-layer keep fractions for a model and calibration at a target layer density (by weight bytes).
+// Per-layer keep fractions for a model and calibration at a target layer density (by weight bytes), or
+// with params.attn_density in [0, 1] at a target MLP density plus that attention density.
 struct teal_plan {
     teal_proxy proxy = teal_proxy::block_error;
     std::vector<std::array<float, proj_count>> keep;       // [layer][proj] input keep fractions

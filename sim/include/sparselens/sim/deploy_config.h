@@ -24,7 +24,8 @@ namespace sl::sim {
 
 class sim_residency;  // residency.h
 
-constexpr int32_t deploy_config_version = 1;
+// 2: method.attn_density applies to TEAL too (version 1 readers ignored it there; read as 1).
+constexpr int32_t deploy_config_version = 2;
 inline constexpr const char* deploy_config_schema = "sparselens.deploy-config";
 
 // Which model a config was tuned for: checked before a config is used.
