@@ -330,7 +330,8 @@ inline void quant_rows(const uint8_t* w, int64_t rb, int64_t cols, const q8_act*
 
 // The streaming gemv drivers over the row kernels above (rows_fn of dense_internal.h).
 // Software prefetch distance for the single-row streaming kernels: the hardware prefetcher alone
-// left F16/BF16 rows at ~70% of the F32 byte rate; 4 KiB ahead measured best (1-8 KiB tried).
+// left F16/BF16 rows at ~70% of the F32 byte rate (one thread); 4 KiB ahead measured best (1-8 KiB
+// tried). Two-thread decode of F16 later measured faster without it (dense_avx512.cpp).
 constexpr int k_prefetch = 4096;
 
 // Where a streaming row kernel prefetches: the same row, k_prefetch bytes ahead (multi-row tiles
