@@ -341,21 +341,17 @@ inline const uint8_t* ahead(const uint8_t* row) { return row + k_prefetch; }
 // R rows per pass share each activation load; the streaming (Prefetch) form prefetches each of its
 // rows 4 KiB ahead. Streaming gemv uses R = 1: the weights then form one sequential stream, which
 // decoded ~30% faster from DRAM than 2- or 4-row passes although those are faster from L2.
+template <int R, typename X, auto RowsR, auto Rows1>
+void rows_driver(const uint8_t* w, int64_t rb, int64_t n_rows, int64_t cols, const void* xv, float* y) {
+    const auto* x = static_cast<const X*>(xv);
+    int64_t r = 0;
+    for (; r + R <= n_rows; r += R) RowsR(w + r * rb, rb, cols, x, y + r, ahead(w + r * rb));
+    for (; r < n_rows; ++r) Rows1(w + r * rb, rb, cols, x, y + r, ahead(w + r * rb));
+}
 template <int R, typename L, bool Prefetch>
-void rows_float(const uint8_t* w, int64_t rb, int64_t n_rows, int64_t cols, const void* xv, float* y) {
-    const auto* x = static_cast<const float*>(xv);
-    int64_t r = 0;
-    for (; r + R <= n_rows; r += R) dot_rows<R, L, Prefetch>(w + r * rb, rb, cols, x, y + r, ahead(w + r * rb));
-    for (; r < n_rows; ++r) dot_rows<1, L, true>(w + r * rb, rb, cols, x, y + r, ahead(w + r * rb));
-}
-
+constexpr rows_fn rows_float = rows_driver<R, float, dot_rows<R, L, Prefetch>, dot_rows<1, L, true>>;
 template <int R, typename B, bool Prefetch>
-void rows_quant(const uint8_t* w, int64_t rb, int64_t n_rows, int64_t cols, const void* xv, float* y) {
-    const auto* xa = static_cast<const q8_act*>(xv);
-    int64_t r = 0;
-    for (; r + R <= n_rows; r += R) quant_rows<R, B, Prefetch>(w + r * rb, rb, cols, xa, y + r, ahead(w + r * rb));
-    for (; r < n_rows; ++r) quant_rows<1, B, true>(w + r * rb, rb, cols, xa, y + r, ahead(w + r * rb));
-}
+constexpr rows_fn rows_quant = rows_driver<R, q8_act, quant_rows<R, B, Prefetch>, quant_rows<1, B, true>>;
 
 }  // namespace
 }  // namespace sl::kernels::detail
