@@ -72,10 +72,28 @@ std::vector<float> random_floats(int64_t n, float scale) {
     return v;
 }
 
-// Row-major matrix of type t encoded from f32 values.
+// Byte offsets of the fp16 scales in a block of the types without an encoder that bench kernels times
+// (ggml's layouts: Q4_K/Q5_K d and dmin first, Q6_K d last).
+std::vector<int> fp16_scale_offsets(dtype t) {
+    switch (t) {
+        case dtype::q4_k: case dtype::q5_k: return {0, 2};
+        case dtype::q6_k: return {208};
+        default: return {};
+    }
+}
+
+// Row-major matrix of type t encoded from f32 values. Types without an encoder (the K-quants) get
+// random blocks instead, with small finite scales: kernel speed does not depend on the values.
 std::vector<uint8_t> encode(dtype t, const std::vector<float>& src, int64_t rows, int64_t cols) {
     std::vector<uint8_t> out(static_cast<size_t>(rows * dtype_row_bytes(t, cols)));
     const int64_t rb = dtype_row_bytes(t, cols);
+    if (!dtype_info(t).encodable) {
+        for (uint8_t& b : out) b = static_cast<uint8_t>(next_u64());
+        const uint16_t h = k::fp32_to_fp16(0.01f);
+        for (size_t off = 0; off < out.size(); off += static_cast<size_t>(dtype_block_bytes(t)))
+            for (int f : fp16_scale_offsets(t)) std::memcpy(out.data() + off + f, &h, 2);
+        return out;
+    }
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; ++r) k::quantize_row(t, src.data() + r * cols, out.data() + r * rb, cols);
     return out;

@@ -32,12 +32,12 @@ std::vector<std::string> split_list(const std::string& s) {
 }
 
 dtype parse_type(const std::string& s) {
-    for (dtype t : {dtype::f32, dtype::f16, dtype::bf16, dtype::q8_0, dtype::q4_0}) {
+    for (dtype t : {dtype::f32, dtype::f16, dtype::bf16, dtype::q8_0, dtype::q4_0, dtype::q4_k, dtype::q5_k, dtype::q6_k}) {
         std::string name(dtype_name(t));
         for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
         if (s == name) return t;
     }
-    throw cli_error("bench kernels: unknown type '" + s + "' (use f32, f16, bf16, q8_0, q4_0)");
+    throw cli_error("bench kernels: unknown type '" + s + "' (use f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k)");
 }
 
 mlp_shape parse_shape(const std::string& s) {
@@ -231,7 +231,7 @@ CLI::App* register_bench_kernels(CLI::App& bench, std::function<int()>& run) {
     CLI::App* c = bench.add_subcommand(
         "kernels", "Dense/sparse/fused GEMV kernels vs OpenBLAS and Eigen: median time, GB/s, speed-up over dense");
     c->add_option("--shapes", o->shapes, "MLP shapes DIMxHIDDEN, comma-separated (default 4096x14336,2048x8192)");
-    c->add_option("--types", o->types, "Weight types (default f32,q8_0,q4_0; also f16, bf16)");
+    c->add_option("--types", o->types, "Weight types (default f32,q8_0,q4_0; also f16, bf16, q4_k, q5_k, q6_k)");
     c->add_option("--densities", o->densities, "Active fractions (default 0.05,0.1,0.2,0.3,0.5,0.7,1)");
     c->add_option("--kernels", o->kernels, "Subset of dense,input_sparse,output_sparse,fused (default all)");
     c->add_option("--threads", o->threads, "Worker threads (0: all cores)")->check(CLI::NonNegativeNumber);

@@ -6,42 +6,12 @@
 #include <algorithm>
 #include <cmath>
 
+#include "attention_impl.h"
+#include "sparselens/kernels/kernels.h"
+
 namespace sl::kernels {
 
 int attention_threads(int n_threads) { return n_threads > 0 ? n_threads : omp_get_max_threads(); }
-
-namespace {
-
-void attend_one(const float* q, const float* k_cache, const float* v_cache, int32_t n_pos, int32_t kv_stride,
-                const attention_shape& shape, float* out, float* att) {
-    const int32_t head_dim = shape.head_dim;
-    const float scale = shape.scale > 0.0f ? shape.scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
-    const int32_t first = shape.window > 0 ? std::max(0, n_pos - shape.window) : 0;
-    float max_score = -INFINITY;
-    for (int32_t p = first; p < n_pos; ++p) {
-        const float* k = k_cache + static_cast<int64_t>(p) * kv_stride;
-        float s = 0.0f;
-        for (int32_t i = 0; i < head_dim; ++i) s += q[i] * k[i];
-        s *= scale;
-        if (shape.softcap > 0.0f) s = shape.softcap * std::tanh(s / shape.softcap);
-        att[p] = s;
-        max_score = std::max(max_score, s);
-    }
-    float sum = 0.0f;
-    for (int32_t p = first; p < n_pos; ++p) {
-        att[p] = std::exp(att[p] - max_score);
-        sum += att[p];
-    }
-    const float inv = 1.0f / sum;
-    std::fill(out, out + head_dim, 0.0f);
-    for (int32_t p = first; p < n_pos; ++p) {
-        const float* v = v_cache + static_cast<int64_t>(p) * kv_stride;
-        const float a = att[p] * inv;
-        for (int32_t i = 0; i < head_dim; ++i) out[i] += a * v[i];
-    }
-}
-
-}  // namespace
 
 void attention_causal(const float* q, const float* k_cache, const float* v_cache, int32_t pos0, int32_t n,
                       const attention_shape& shape, float* out, float* scores, int n_threads) {
@@ -53,13 +23,14 @@ void attention_causal(const float* q, const float* k_cache, const float* v_cache
     const int threads = attention_threads(n_threads);
     // Small problems (tiny models, single tokens) are cheaper serial than waking the team.
     const bool parallel = total * max_pos * shape.head_dim > (1 << 15) && threads > 1;
+    const detail::attend_fn attend = active_isa() == isa::avx512 ? detail::attend_avx512() : detail::attend_one;
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1) if (parallel)
     for (int64_t job = 0; job < total; ++job) {
         const int32_t t = static_cast<int32_t>(job / shape.n_heads);
         const int32_t h = static_cast<int32_t>(job % shape.n_heads);
         const int32_t g = h / group;
         float* att = scores + static_cast<int64_t>(omp_get_thread_num()) * max_pos;
-        attend_one(q + static_cast<int64_t>(t) * q_stride + h * shape.head_dim, k_cache + g * shape.head_dim,
+        attend(q + static_cast<int64_t>(t) * q_stride + h * shape.head_dim, k_cache + g * shape.head_dim,
                    v_cache + g * shape.head_dim, pos0 + t + 1, kv_stride, shape,
                    out + static_cast<int64_t>(t) * q_stride + h * shape.head_dim, att);
     }

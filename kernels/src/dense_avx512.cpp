@@ -8,30 +8,6 @@
 namespace sl::kernels::detail {
 namespace {
 
-// Software prefetch distance for the single-row streaming kernels: the hardware prefetcher alone
-// left F16/BF16 rows at ~70% of the F32 byte rate; 4 KiB ahead measured best (1-8 KiB tried).
-constexpr int k_prefetch = 4096;
-
-// Where a streaming row kernel prefetches: the same row, k_prefetch bytes ahead (multi-row tiles
-// of the cached kernels do not prefetch).
-inline const uint8_t* ahead(const uint8_t* row) { return row + k_prefetch; }
-
-template <int R, typename L>
-void rows_float(const uint8_t* w, int64_t rb, int64_t n_rows, int64_t cols, const void* xv, float* y) {
-    const auto* x = static_cast<const float*>(xv);
-    int64_t r = 0;
-    for (; r + R <= n_rows; r += R) dot_rows<R, L, R == 1>(w + r * rb, rb, cols, x, y + r, ahead(w + r * rb));
-    for (; r < n_rows; ++r) dot_rows<1, L, true>(w + r * rb, rb, cols, x, y + r, ahead(w + r * rb));
-}
-
-template <int R, typename B>
-void rows_quant(const uint8_t* w, int64_t rb, int64_t n_rows, int64_t cols, const void* xv, float* y) {
-    const auto* xa = static_cast<const q8_act*>(xv);
-    int64_t r = 0;
-    for (; r + R <= n_rows; r += R) quant_rows<R, B, R == 1>(w + r * rb, rb, cols, xa, y + r, ahead(w + r * rb));
-    for (; r < n_rows; ++r) quant_rows<1, B, true>(w + r * rb, rb, cols, xa, y + r, ahead(w + r * rb));
-}
-
 // Same arithmetic as the scalar quantize_act_q8, so activations quantize identically on every ISA.
 void quantize_act(const float* x, int64_t n, int8_t* qs, float* d, float* s) {
     for (int64_t b = 0; b < n / 32; ++b) {
@@ -120,16 +96,19 @@ float stream_sum(const float* p, int64_t n) {
 const kernel_table& avx512_table() {
     static const kernel_table t = [] {
         kernel_table k = scalar_table();
-        k.rows[0] = rows_float<1, load_f32>;
-        k.rows[1] = rows_float<1, load_f16>;
-        k.rows[2] = rows_float<1, load_bf16>;
-        k.rows[3] = rows_quant<1, q8_block>;
-        k.rows[4] = rows_quant<1, q4_block>;
-        k.rows_cached[0] = rows_float<4, load_f32>;
-        k.rows_cached[1] = rows_float<4, load_f16>;
-        k.rows_cached[2] = rows_float<4, load_bf16>;
-        k.rows_cached[3] = rows_quant<4, q8_block>;
-        k.rows_cached[4] = rows_quant<4, q4_block>;
+        k.rows[0] = rows_float<1, load_f32, true>;
+        // F16 streams on the hardware prefetcher alone: the software prefetch 4 KiB ahead made 2-thread
+        // decode of the F16 llama-1b 10-70% slower (6 of 6 alternating runs, loaded machine), while
+        // the Q4_0 rows (3.5x denser per byte of compute) need it (3 of 3 runs 15-40% faster with it).
+        k.rows[1] = rows_float<1, load_f16, false>;
+        k.rows[2] = rows_float<1, load_bf16, true>;
+        k.rows[3] = rows_quant<1, q8_block, true>;
+        k.rows[4] = rows_quant<1, q4_block, true>;
+        k.rows_cached[0] = rows_float<4, load_f32, false>;
+        k.rows_cached[1] = rows_float<4, load_f16, false>;
+        k.rows_cached[2] = rows_float<4, load_bf16, false>;
+        k.rows_cached[3] = rows_quant<4, q8_block, false>;
+        k.rows_cached[4] = rows_quant<4, q4_block, false>;
         k.quantize_act = quantize_act;
         k.quantize_act_q8k = quantize_act_q8k;
         k.dequant[1] = dequant_float<load_f16>;
@@ -138,6 +117,7 @@ const kernel_table& avx512_table() {
         k.stream_sum[1] = stream_sum<true>;
         add_unpacked_rows_avx2(k);
         add_kquant_rows_avx512(k);
+        add_vnni_rows_avx512(k);
         return k;
     }();
     return t;

@@ -57,6 +57,9 @@ const kernel_table& active_table();
 void add_unpacked_rows_avx2(kernel_table& k);
 // Then replaces Q4_K and Q6_K with AVX-512 kernels (quant_rows_avx512.cpp), bit-identical to the AVX2 ones.
 void add_kquant_rows_avx512(kernel_table& k);
+// Where the CPU has AVX-512 VNNI and VBMI, replaces the Q8_0/Q4_0 rows with builds using them
+// (dense_vnni_avx512.cpp), bit-identical to the AVX-512BW rows.
+void add_vnni_rows_avx512(kernel_table& k);
 
 // Scalar activation quantizer. Per block of 32: amax = max|x|, q = nearbyint(x * (127 / amax))
 // (ties to even), d = amax / 127, s = d * sum(q). The SIMD versions compute exactly this.

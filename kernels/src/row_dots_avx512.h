@@ -11,6 +11,7 @@
 
 #include <immintrin.h>
 
+#include <array>
 #include <cstring>
 
 #include "dense_internal.h"
@@ -72,7 +73,7 @@ struct load_bf16 {
 constexpr int k_float_acc = 4;
 
 // y[i] = dot(row i, x) for the R rows at w, rb bytes apart. With Prefetch, each step also prefetches
-// pf + the byte offset it reads in the row: the streaming gemv passes its own row 4 KiB ahead, the
+// pf + i * rb + the byte offset it reads in row i: the streaming gemv passes its own row 4 KiB ahead, the
 // sparse gathers the next listed row (prefetching ahead in a short row would fetch an unused one).
 // A compile-time choice, so the streaming loops carry no null test.
 template <int R, typename L, bool Prefetch>
@@ -89,7 +90,10 @@ inline void dot_rows(const uint8_t* w, int64_t rb, int64_t cols, const float* x,
     }
     int64_t c = 0;
     for (; c + 16 * U <= cols; c += 16 * U) {
-        if constexpr (Prefetch) prefetch_span<16 * U * sizeof(E)>(pf, c * static_cast<int64_t>(sizeof(E)));
+        if constexpr (Prefetch) {
+            SL_UNROLL
+            for (int i = 0; i < R; ++i) prefetch_span<16 * U * sizeof(E)>(pf + i * rb, c * static_cast<int64_t>(sizeof(E)));
+        }
         __m512 xv[U];
         SL_UNROLL
         for (int u = 0; u < U; ++u) xv[u] = _mm512_loadu_ps(x + c + 16 * u);
@@ -139,7 +143,27 @@ struct q8_block {
         const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[1].qs));
         const __m512i wq = _mm512_inserti64x4(_mm512_castsi256_si512(w0), w1, 1);
         const __m512i sx = _mm512_mask_sub_epi8(xq, _mm512_movepi8_mask(wq), _mm512_setzero_si512(), xq);
+#if defined(__AVX512VNNI__)  // same lanes: no pair sum can saturate int16 (|w| <= 128, |x| <= 127)
+        return _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(wq), sx);
+#else
         return _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_abs_epi8(wq), sx), _mm512_set1_epi16(1));
+#endif
+    }
+    static void arrange_x(__m512i (&)[4]) {}
+    // 8 blocks at p against xq (2 blocks per zmm) with dd = their 8 combined scales.
+    static void dot8(const uint8_t* p, const __m512i (&xq)[4], __m256 dd, __m512 (&acc)[2]) {
+        const __m512i pidx[4] = {
+            _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
+            _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3),
+            _mm512_setr_epi32(4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5),
+            _mm512_setr_epi32(6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7),
+        };
+        const __m512 d = _mm512_castps256_ps512(dd);
+        SL_UNROLL
+        for (int k = 0; k < 4; ++k) {
+            const __m512 prod = _mm512_cvtepi32_ps(pair_dot(p + 2 * k * bytes, xq[k]));
+            acc[k & 1] = _mm512_fmadd_ps(prod, _mm512_permutexvar_ps(pidx[k], d), acc[k & 1]);
+        }
     }
     static __m256i one_dot(const uint8_t* p, __m256i xq) {
         const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2));
@@ -147,6 +171,13 @@ struct q8_block {
         return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
     }
 };
+
+// Byte i of four consecutive Q4_0 blocks' quants: lane k of gather4 takes block k's 16 bytes (after its scale).
+constexpr std::array<uint8_t, 64> k_q4_gather_idx = [] {
+    std::array<uint8_t, 64> a{};
+    for (int i = 0; i < 64; ++i) a[i] = static_cast<uint8_t>(2 + static_cast<int>(sizeof(block_q4_0)) * (i / 16) + i % 16);
+    return a;
+}();
 
 // Q4_0 weights: unsigned nibbles straight into maddubs; the -8 offset returns via s[] = d*sum(q).
 struct q4_block {
@@ -170,6 +201,56 @@ struct q4_block {
         const __m512i dup = _mm512_shuffle_i64x2(raw, raw, _MM_SHUFFLE(1, 1, 0, 0));
         const __m512i nib = _mm512_and_si512(_mm512_srlv_epi16(dup, shifts), _mm512_set1_epi8(0x0f));
         return _mm512_madd_epi16(_mm512_maddubs_epi16(nib, xq), _mm512_set1_epi16(1));
+    }
+    // Four blocks' 16 quant bytes side by side (block b + k in 128-bit lane k); reads only [p, p + 72).
+    static __m512i gather4(const uint8_t* p) {
+#if defined(__AVX512VBMI__)
+        const __m512i idx = _mm512_loadu_si512(k_q4_gather_idx.data());
+        const __m512i tail = _mm512_zextsi128_si512(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 64)));
+        return _mm512_permutex2var_epi8(_mm512_loadu_si512(p), idx, tail);
+#else
+        __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2)));
+        v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 + bytes)), 1);
+        v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 + 2 * bytes)), 2);
+        return _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 + 3 * bytes)), 3);
+#endif
+    }
+    // Activations of 8 blocks regrouped to match gather4: xq[2h] holds elements 0-15 (the low nibbles)
+    // of blocks 4h..4h+3, xq[2h+1] their elements 16-31 (the high nibbles). One shuffle per zmm,
+    // shared by all rows of a step.
+    static void arrange_x(__m512i (&xq)[4]) {
+        const __m512i lo = _mm512_setr_epi64(0, 1, 4, 5, 8, 9, 12, 13), hi = _mm512_setr_epi64(2, 3, 6, 7, 10, 11, 14, 15);
+        SL_UNROLL
+        for (int h = 0; h < 4; h += 2) {
+            const __m512i a = xq[h], b = xq[h + 1];
+            xq[h] = _mm512_permutex2var_epi64(a, lo, b);
+            xq[h + 1] = _mm512_permutex2var_epi64(a, hi, b);
+        }
+    }
+    // 8 blocks, four per zmm: lane 4k + j of a half sums elements 4j..4j+3 and 16+4j..16+4j+3 of its
+    // block k (exact: |sum| < 2^15 even before the int32 widening), then one f32 scale per block.
+    // Half the shuffles and converts of the pair-wise path; VNNI and VBMI, where compiled in, give
+    // the same integer lanes, so every variant of this kernel returns the same bits.
+    static void dot8(const uint8_t* p, const __m512i (&xq)[4], __m256 dd, __m512 (&acc)[2]) {
+        const __m512i m = _mm512_set1_epi8(0x0f);
+        const __m512 d = _mm512_castps256_ps512(dd);
+        SL_UNROLL
+        for (int h = 0; h < 2; ++h) {
+            const __m512i v = gather4(p + 4 * h * bytes);
+            const __m512i lo = _mm512_and_si512(v, m), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m);
+#if defined(__AVX512VNNI__)
+            const __m512i dot =
+                _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, xq[2 * h]), hi, xq[2 * h + 1]);
+#else
+            const __m512i dot = _mm512_madd_epi16(
+                _mm512_add_epi16(_mm512_maddubs_epi16(lo, xq[2 * h]), _mm512_maddubs_epi16(hi, xq[2 * h + 1])),
+                _mm512_set1_epi16(1));
+#endif
+            const __m512i sidx = _mm512_setr_epi32(4 * h, 4 * h, 4 * h, 4 * h, 4 * h + 1, 4 * h + 1, 4 * h + 1, 4 * h + 1,
+                                                   4 * h + 2, 4 * h + 2, 4 * h + 2, 4 * h + 2, 4 * h + 3, 4 * h + 3,
+                                                   4 * h + 3, 4 * h + 3);
+            acc[h] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_permutexvar_ps(sidx, d), acc[h]);
+        }
     }
     static __m256i one_dot(const uint8_t* p, __m256i xq) {
         const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2));
@@ -209,31 +290,24 @@ inline void quant_rows(const uint8_t* w, int64_t rb, int64_t cols, const q8_act*
         corr_v[i] = _mm256_setzero_ps();
         corr[i] = tail[i] = 0.0f;
     }
-    const __m512i pidx[4] = {
-        _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
-        _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3),
-        _mm512_setr_epi32(4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5),
-        _mm512_setr_epi32(6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7),
-    };
     const int64_t nb = cols / 32;
     int64_t b = 0;
     for (; b + 8 <= nb; b += 8) {
-        if constexpr (Prefetch) prefetch_span<8 * B::bytes>(pf, b * B::bytes);
+        if constexpr (Prefetch) {
+            SL_UNROLL
+            for (int i = 0; i < R; ++i) prefetch_span<8 * B::bytes>(pf + i * rb, b * B::bytes);
+        }
         __m512i xq[4];
         SL_UNROLL
         for (int k = 0; k < 4; ++k) xq[k] = _mm512_loadu_si512(xa->qs + (b + 2 * k) * 32);
+        B::arrange_x(xq);
         const __m256 dx = _mm256_loadu_ps(xa->d + b);
         SL_UNROLL
         for (int i = 0; i < R; ++i) {
             const uint8_t* p = w + i * rb + b * B::bytes;
             const __m256 dw = B::scales8(p);
             if constexpr (B::offset) corr_v[i] = _mm256_fmadd_ps(dw, _mm256_loadu_ps(xa->s + b), corr_v[i]);
-            const __m512 dd = _mm512_castps256_ps512(_mm256_mul_ps(dw, dx));
-            SL_UNROLL
-            for (int k = 0; k < 4; ++k) {
-                const __m512 prod = _mm512_cvtepi32_ps(B::pair_dot(p + 2 * k * B::bytes, xq[k]));
-                acc[i][k & 1] = _mm512_fmadd_ps(prod, _mm512_permutexvar_ps(pidx[k], dd), acc[i][k & 1]);
-            }
+            B::dot8(p, xq, _mm256_mul_ps(dw, dx), acc[i]);
         }
     }
     for (; b + 2 <= nb; b += 2) {
@@ -253,6 +327,31 @@ inline void quant_rows(const uint8_t* w, int64_t rb, int64_t cols, const q8_act*
         y[i] = B::offset ? dot - 8.0f * (hsum256(corr_v[i]) + corr[i]) : dot;
     }
 }
+
+// The streaming gemv drivers over the row kernels above (rows_fn of dense_internal.h).
+// Software prefetch distance for the single-row streaming kernels: the hardware prefetcher alone
+// left F16/BF16 rows at ~70% of the F32 byte rate (one thread); 4 KiB ahead measured best (1-8 KiB
+// tried). Two-thread decode of F16 later measured faster without it (dense_avx512.cpp).
+constexpr int k_prefetch = 4096;
+
+// Where a streaming row kernel prefetches: the same row, k_prefetch bytes ahead (multi-row tiles
+// of the cached kernels do not prefetch).
+inline const uint8_t* ahead(const uint8_t* row) { return row + k_prefetch; }
+
+// R rows per pass share each activation load; the streaming (Prefetch) form prefetches each of its
+// rows 4 KiB ahead. Streaming gemv uses R = 1: the weights then form one sequential stream, which
+// decoded ~30% faster from DRAM than 2- or 4-row passes although those are faster from L2.
+template <int R, typename X, auto RowsR, auto Rows1>
+void rows_driver(const uint8_t* w, int64_t rb, int64_t n_rows, int64_t cols, const void* xv, float* y) {
+    const auto* x = static_cast<const X*>(xv);
+    int64_t r = 0;
+    for (; r + R <= n_rows; r += R) RowsR(w + r * rb, rb, cols, x, y + r, ahead(w + r * rb));
+    for (; r < n_rows; ++r) Rows1(w + r * rb, rb, cols, x, y + r, ahead(w + r * rb));
+}
+template <int R, typename L, bool Prefetch>
+constexpr rows_fn rows_float = rows_driver<R, float, dot_rows<R, L, Prefetch>, dot_rows<1, L, true>>;
+template <int R, typename B, bool Prefetch>
+constexpr rows_fn rows_quant = rows_driver<R, q8_act, quant_rows<R, B, Prefetch>, quant_rows<1, B, true>>;
 
 }  // namespace
 }  // namespace sl::kernels::detail

@@ -1,0 +1,100 @@
+// One (token, head) of causal attention, included by attention.cpp (portable build) and
+// attention_avx512.cpp (AVX-512 build). Everything is in an anonymous namespace so each including TU,
+// built with its own ISA flags, gets its own copy.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "sparselens/kernels/attention.h"
+
+namespace sl::kernels::detail {
+
+// attend_one of one build: q [head_dim], the cache rows of its KV head from position 0 (kv_stride
+// floats apart), n_pos positions, att scratch [n_pos].
+using attend_fn = void (*)(const float* q, const float* k_cache, const float* v_cache, int32_t n_pos,
+                           int32_t kv_stride, const attention_shape& shape, float* out, float* att);
+
+// The AVX-512 build of attend_one (attention_avx512.cpp), bit-identical to the portable one.
+attend_fn attend_avx512();
+
+namespace {
+
+// 16 floats as one value: GCC/clang lower it to whatever the including TU's ISA has (one zmm op with
+// AVX-512, 4 SSE ops on the portable x86-64 baseline) with the same per-lane arithmetic and no FMA
+// contraction (-ffp-contract=off), so both builds give identical bits. The scalar loops it replaced were bound by the latency
+// of one float add per element (~178 us per decode layer at position 127, 32 heads x 64).
+using v16 = float __attribute__((vector_size(64)));
+constexpr int32_t k_lanes = 16;
+
+// Unaligned load; by reference, since returning a 64-byte vector from a function changes the ABI
+// between ISAs (GCC warns).
+inline void load16(v16& v, const float* p) { std::memcpy(&v, p, sizeof v); }
+
+// q . k over head_dim elements: 16 lane sums, folded in a fixed order, then the scalar tail.
+inline float dot(const float* q, const float* k, int32_t n) {
+    int32_t i = 0;
+    float s = 0.0f;
+    if (n >= k_lanes) {
+        v16 a, b;
+        load16(a, q);
+        load16(b, k);
+        v16 acc = a * b;
+        for (i = k_lanes; i + k_lanes <= n; i += k_lanes) {
+            load16(a, q + i);
+            load16(b, k + i);
+            acc += a * b;
+        }
+        float lane[k_lanes];
+        std::memcpy(lane, &acc, sizeof lane);
+        for (int w = k_lanes / 2; w > 0; w /= 2)
+            for (int j = 0; j < w; ++j) lane[j] += lane[j + w];
+        s = lane[0];
+    }
+    for (; i < n; ++i) s += q[i] * k[i];
+    return s;
+}
+
+// out += a * v, element by element (the same rounding as the scalar loop).
+inline void axpy(float* out, float a, const float* v, int32_t n) {
+    int32_t i = 0;
+    for (; i + k_lanes <= n; i += k_lanes) {
+        v16 o, w;
+        load16(o, out + i);
+        load16(w, v + i);
+        o += a * w;
+        std::memcpy(out + i, &o, sizeof o);
+    }
+    for (; i < n; ++i) out[i] += a * v[i];
+}
+
+void attend_one(const float* q, const float* k_cache, const float* v_cache, int32_t n_pos, int32_t kv_stride,
+                const attention_shape& shape, float* out, float* att) {
+    const int32_t head_dim = shape.head_dim;
+    const float scale = shape.scale > 0.0f ? shape.scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
+    const int32_t first = shape.window > 0 ? std::max(0, n_pos - shape.window) : 0;
+    float max_score = -INFINITY;
+    for (int32_t p = first; p < n_pos; ++p) {
+        const float* k = k_cache + static_cast<int64_t>(p) * kv_stride;
+        float s = dot(q, k, head_dim) * scale;
+        if (shape.softcap > 0.0f) s = shape.softcap * std::tanh(s / shape.softcap);
+        att[p] = s;
+        max_score = std::max(max_score, s);
+    }
+    float sum = 0.0f;
+    for (int32_t p = first; p < n_pos; ++p) {
+        att[p] = std::exp(att[p] - max_score);
+        sum += att[p];
+    }
+    const float inv = 1.0f / sum;
+    std::fill(out, out + head_dim, 0.0f);
+    for (int32_t p = first; p < n_pos; ++p) {
+        const float* v = v_cache + static_cast<int64_t>(p) * kv_stride;
+        axpy(out, att[p] * inv, v, head_dim);
+    }
+}
+
+}  // namespace
+}  // namespace sl::kernels::detail
