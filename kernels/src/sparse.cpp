@@ -107,12 +107,47 @@ std::vector<float>& thread_partials() {
     return p;
 }
 
+// input_sparse_range through a chunk kernel: per output panel, each block of k_sum_block channels is
+// one call that adds its integer-dot sum straight into dst (no temporary), prefetching the next block's
+// rows (after the last block, the next panel's first rows).
+void input_sparse_chunks(detail::chunk_fn chunk, const tensor_view& wt, const float* x, const int32_t* idx, int64_t k0,
+                         int64_t k1, int64_t o0, int64_t o1, float* dst, int64_t panel) {
+    static_assert(k_sum_block == detail::k_chunk_rows);
+    for (int64_t p0 = o0; p0 < o1; p0 += panel) {
+        const int64_t n = std::min(panel, o1 - p0);
+        const int64_t seg = dtype_row_bytes(wt.type, p0);  // p0 is a multiple of 32
+        const int64_t next_seg = dtype_row_bytes(wt.type, p0 + panel);
+        const bool more_panels = p0 + panel < o1;
+        for (int64_t b0 = k0; b0 < k1; b0 += k_sum_block) {
+            const int64_t b1 = std::min(k1, b0 + k_sum_block);
+            float s[k_sum_block];
+            const uint8_t* rows[k_sum_block];
+            const uint8_t* pf[k_sum_block];
+            for (int64_t k = b0; k < b1; ++k) {
+                s[k - b0] = x[idx[k]];
+                rows[k - b0] = wt.row(idx[k]) + seg;
+            }
+            int n_pf = 0;
+            if (b1 < k1) {
+                for (int64_t k = b1; k < std::min(k1, b1 + k_sum_block); ++k) pf[n_pf++] = wt.row(idx[k]) + seg;
+            } else if (more_panels) {
+                for (int64_t k = k0; k < std::min(k1, k0 + k_sum_block); ++k) pf[n_pf++] = wt.row(idx[k]) + next_seg;
+            }
+            chunk(dst + (p0 - o0), b0 == k0, static_cast<int>(b1 - b0), rows, s, n, pf, n_pf);
+        }
+    }
+}
+
 // dst[o - o0] = sum over active channels k in [k0, k1) of x[idx[k]] * wt[idx[k], o] for o in [o0, o1):
 // output panels of ~4 KiB of each row; channels in blocks of k_sum_block summed into a temporary,
 // then added to dst; inside a block k_axpy_rows rows per pass, prefetching the next rows.
 void input_sparse_range(const tensor_view& wt, const float* x, const int32_t* idx, int64_t k0, int64_t k1, int64_t o0,
                         int64_t o1, float* dst, int64_t panel) {
     const detail::sparse_table& st = detail::active_sparse_table();
+    if (const detail::chunk_fn chunk = st.chunk[static_cast<int>(wt.type)]) {
+        input_sparse_chunks(chunk, wt, x, idx, k0, k1, o0, o1, dst, panel);
+        return;
+    }
     const detail::axpy_fn axpy = st.axpy[static_cast<int>(wt.type)];
     const detail::axpy_fn add_f32 = st.axpy[static_cast<int>(dtype::f32)];
     alignas(64) float tmp[k_max_panel];
@@ -201,6 +236,10 @@ void gemv_input_sparse(const tensor_view& wt, const float* x, const int32_t* idx
             y[o] = s;
         }
     });
+}
+
+bool input_sparse_rounds_activations(dtype type) {
+    return detail::active_sparse_table().chunk[static_cast<int>(type)] != nullptr;
 }
 
 // ---- Output-sparse GEMV ----------------------------------------------------------------------------
