@@ -324,6 +324,7 @@ void fused_sparse_mlp(const bundle_view& b, const float* x, const int32_t* idx, 
     const detail::axpy_fn axpy = detail::active_sparse_table().axpy[static_cast<int>(b.type)];
     const detail::dots_fn dots = detail::active_sparse_table().dots[static_cast<int>(b.type)];
     const detail::axpy_fn add_f32 = detail::active_sparse_table().axpy[static_cast<int>(dtype::f32)];
+    const detail::chunk_fn chunk = detail::active_sparse_table().chunk[static_cast<int>(b.type)];
 
     float* base = scratch + (16 - reinterpret_cast<uintptr_t>(scratch) / 4 % 16) % 16;
     const void* xa = x;
@@ -347,8 +348,38 @@ void fused_sparse_mlp(const bundle_view& b, const float* x, const int32_t* idx, 
         float* acc = partials + t * stride;
         float* tmp = acc + padded(dim);
         if (k1 == k0) std::fill(acc, acc + dim, 0.0f);
+        // GLU value of active neuron k (stored to glu_out when asked).
+        auto glu = [&](int64_t k) {
+            const uint8_t* bundle = b.bundle(idx[k]);
+            float gu[2];
+            if (dots) {  // gate row, then up row; the next neuron's rows are prefetched meanwhile
+                const uint8_t* rows[2] = {bundle, bundle + part};
+                const uint8_t* next = k + 1 < k1 ? b.bundle(idx[k + 1]) : nullptr;
+                const uint8_t* ahead[2] = {next, next ? next + part : nullptr};
+                dots(rows, ahead, 2, dim, xa, gu);
+            } else {
+                dot(bundle, part, 2, dim, xa, gu);
+            }
+            // Same expression as kernels::swiglu, so the GLU values equal the dense path's.
+            const float a = gu[0] * (1.0f / (1.0f + std::exp(-gu[0]))) * gu[1];
+            if (glu_out) glu_out[k] = a;
+            return a;
+        };
         for (int64_t b0 = k0; b0 < k1; b0 += k_sum_block) {
             const int64_t b1 = std::min(k1, b0 + k_sum_block);
+            if (chunk) {  // the block's down columns as one integer-dot chunk, the next block's prefetched
+                float a[k_sum_block];
+                const uint8_t* down[k_sum_block];
+                const uint8_t* pf[k_sum_block];
+                for (int64_t k = b0; k < b1; ++k) {
+                    a[k - b0] = glu(k);
+                    down[k - b0] = b.bundle(idx[k]) + 2 * part;
+                }
+                int n_pf = 0;
+                for (int64_t k = b1; k < std::min(k1, b1 + k_sum_block); ++k) pf[n_pf++] = b.bundle(idx[k]) + 2 * part;
+                chunk(acc, b0 == k0, static_cast<int>(b1 - b0), down, a, dim, pf, n_pf);
+                continue;
+            }
             float* dst = b0 == k0 ? acc : tmp;
             for (int64_t k = b0; k < b1; k += k_axpy_rows) {
                 const int g = static_cast<int>(std::min<int64_t>(k_axpy_rows, b1 - k));
@@ -356,20 +387,8 @@ void fused_sparse_mlp(const bundle_view& b, const float* x, const int32_t* idx, 
                 const uint8_t* down[k_axpy_rows];
                 const uint8_t* pf[k_axpy_rows];
                 for (int i = 0; i < g; ++i) {
-                    const uint8_t* bundle = b.bundle(idx[k + i]);
-                    float gu[2];
-                    if (dots) {  // gate row, then up row; the next neuron's rows are prefetched meanwhile
-                        const uint8_t* rows[2] = {bundle, bundle + part};
-                        const uint8_t* next = k + i + 1 < k1 ? b.bundle(idx[k + i + 1]) : nullptr;
-                        const uint8_t* ahead[2] = {next, next ? next + part : nullptr};
-                        dots(rows, ahead, 2, dim, xa, gu);
-                    } else {
-                        dot(bundle, part, 2, dim, xa, gu);
-                    }
-                    // Same expression as kernels::swiglu, so the GLU values equal the dense path's.
-                    a[i] = gu[0] * (1.0f / (1.0f + std::exp(-gu[0]))) * gu[1];
-                    if (glu_out) glu_out[k + i] = a[i];
-                    down[i] = bundle + 2 * part;
+                    a[i] = glu(k + i);
+                    down[i] = b.bundle(idx[k + i]) + 2 * part;
                 }
                 // While the down columns stream, fetch the next group's down columns.
                 const bool next = k + g < k1;

@@ -322,7 +322,10 @@ TEST_P(sparse_by_type, fused_mlp_matches_reference_and_dense) {
                             for (float v : y) ASSERT_EQ(v, 0.0f);
                             continue;
                         }
-                        EXPECT_LE(nmse(y.data(), ref), k_bound) << nt << " threads";
+                        // The VNNI down columns round a * scale to int8 per (32 neurons, 32 outputs), as the
+                        // dense down gemv rounds the GLU vector to Q8_0 blocks (heavy-tailed: 1.1e-4 seen).
+                        const double bound = k::input_sparse_rounds_activations(t) ? k_fused_act_quant_bound : k_bound;
+                        EXPECT_LE(nmse(y.data(), ref), bound) << nt << " threads";
                         if (is_quant(t) && n >= 16) {
                             EXPECT_LE(nmse(y.data(), ref_exact), k_fused_act_quant_bound);
                         }

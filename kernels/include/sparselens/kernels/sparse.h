@@ -61,7 +61,9 @@ owned_bundles make_bundles(const tensor_view& gate, const tensor_view& up, const
 // allocation per call once grow-only thread_local buffers have their size. n_threads <= 0 means
 // OpenMP's default; small calls use fewer threads. ISA: kernels::active_isa(), like the dense ones.
 // Accuracy: f32 accumulation; input-sparse and the fused down part sum channels/neurons in blocks of
-// 32, so at 100% density they match the dense gemv to ~1e-13 normalised MSE.
+// 32, so at 100% density they match the dense gemv to ~1e-13 normalised MSE. Exception: Q8_0/Q4_0
+// input-major rows (input-sparse, fused down columns) on AVX-512 VNNI use integer dots with rounded
+// coefficients (input_sparse_rounds_activations), at the dense quantized gemv's error level.
 
 // Input-sparse GEMV: y[o] = sum_{i in idx} x[i] * wt[i, o], wt input-major ([in, out]). Threads own slices
 // of y while each slice of a row is >= 4 KiB (then results do not depend on n_threads); for shorter
