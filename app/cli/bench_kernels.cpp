@@ -247,7 +247,9 @@ private:
             baselines(set, rows, cols, matrix, dense_s);
         }
         if (!wants(m_p, "input_sparse")) return;
-        const k::owned_matrix im = k::to_input_major(view(m_down.data(), rows, cols), m_t);
+        // The layout's own type (Q4_K -> Q4_0, Q6_K -> Q8_0 ...), as the engine writes it.
+        const dtype lt = k::input_major_type(view(m_down.data(), rows, cols));
+        const k::owned_matrix im = k::to_input_major(view(m_down.data(), rows, cols), lt);
         const copies set(im.view.data, im.view.bytes(), copies_for(m_ws, im.view.bytes()), m_p.huge_pages);
         progress("input-sparse " + matrix, set.size(), im.view.bytes());
         std::vector<float> y(static_cast<size_t>(rows));
@@ -256,7 +258,7 @@ private:
             const int64_t n = static_cast<int64_t>(l[0].size());
             const timing tm = time_calls(set.size(), m_p.reps, [&](int64_t c, int r) {
                 const auto& idx = l[static_cast<size_t>(r / set.size() % 3)];
-                const tensor_view wt{m_t, cols, rows, set[c]};
+                const tensor_view wt{lt, cols, rows, set[c]};
                 k::gemv_input_sparse(wt, m_x_hidden.data(), idx.data(), n, y.data(), m_p.threads);
             });
             kernel_bench_row& row =
@@ -321,8 +323,9 @@ private:
             r.baseline = "dense_mlp";
             dense_s = tm.median;
         }
+        const dtype lt = k::input_major_type(view(m_down.data(), dim, hidden));  // bundles hold down columns
         const k::owned_bundles b = k::make_bundles(view(m_gate.data(), hidden, dim), view(m_up.data(), hidden, dim),
-                                                   view(m_down.data(), dim, hidden), m_t);
+                                                   view(m_down.data(), dim, hidden), lt);
         const int64_t b_bytes = hidden * b.view.bundle_bytes();
         const copies set(b.view.data, b_bytes, copies_for(m_ws, b_bytes), m_p.huge_pages);
         progress("fused " + matrix, set.size(), b_bytes);
@@ -332,7 +335,7 @@ private:
             const int64_t n = static_cast<int64_t>(l[0].size());
             const timing tm = time_calls(set.size(), m_p.reps, [&](int64_t c, int r) {
                 const auto& idx = l[static_cast<size_t>(r / set.size() % 3)];
-                const k::bundle_view bv{m_t, hidden, dim, set[c]};
+                const k::bundle_view bv{lt, hidden, dim, set[c]};
                 k::fused_sparse_mlp(bv, m_x_dim.data(), idx.data(), n, y.data(), scratch.data(), nullptr, m_p.threads);
             });
             kernel_bench_row& row =

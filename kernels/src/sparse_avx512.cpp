@@ -170,6 +170,7 @@ const sparse_table& sparse_avx512_table() {
         k.dots[4] = gather_dots<q8_act, quant_rows<1, q4_block, true>, quant_rows<1, q4_block, false>>;
         add_unpacked_dots_avx2(k);
         add_kquant_dots_avx512(k);
+        add_vnni_chunks(k);
         return k;
     }();
     return t;

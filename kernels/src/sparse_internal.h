@@ -81,11 +81,24 @@ void gather_dots(const uint8_t* const* rows, const uint8_t* const* pf, int64_t n
     }
 }
 
+// Most channels one chunk_fn call combines (the input-sparse driver's channel block, k_sum_block).
+inline constexpr int k_chunk_rows = 32;
+
+// acc[0, n) = (init ? 0 : acc[0, n)) + sum_{g < n_rows} s[g] * row_g[0, n) for 1 <= n_rows <= k_chunk_rows
+// quantized rows (rows as for axpy_fn; n a multiple of 32), with the chunk's products formed as integer
+// dots (sparse_vnni_avx512.cpp: coefficients rounded to int8 per (chunk, block of 32 outputs), so the
+// result carries activation-quantization error like the dense quantized gemv's). Each output's
+// arithmetic depends only on the chunk and its block: any split of the outputs gives identical bits.
+// pf (n_pf addresses, may be 0) are the rows read next; they are prefetched at the offset being read.
+using chunk_fn = void (*)(float* acc, bool init, int n_rows, const uint8_t* const* rows, const float* s, int64_t n,
+                          const uint8_t* const* pf, int n_pf);
+
 struct sparse_table {
     // Indexed by dtype; 1 <= n_rows <= k_axpy_rows. Only for types a layout can be written in
     // (dtype_layout_type): input-major matrices and bundles of other types are stored as Q8_0.
     axpy_fn axpy[n_dtypes] = {};
     dots_fn dots[n_dtypes] = {};  // indexed by dtype; null (scalar ISA): the dense rows kernel is used
+    chunk_fn chunk[n_dtypes] = {};  // indexed by dtype; null: the input-sparse driver sums axpy groups
 };
 
 // Gathered-row dots of the types decoded through quant_unpack.h (quant_rows_avx2.cpp), for the
@@ -93,6 +106,10 @@ struct sparse_table {
 void add_unpacked_dots_avx2(sparse_table& k);
 // The AVX-512 Q4_K/Q6_K row kernels as gathers (quant_rows_avx512.cpp), for the AVX-512 table.
 void add_kquant_dots_avx512(sparse_table& k);
+
+// The VNNI input-sparse chunks for Q8_0/Q4_0 (sparse_vnni_avx512.cpp), for the AVX-512 table; a
+// no-op on CPUs without AVX512-VNNI and AVX512-VBMI.
+void add_vnni_chunks(sparse_table& k);
 
 const sparse_table& sparse_scalar_table();
 const sparse_table& sparse_avx2_table();

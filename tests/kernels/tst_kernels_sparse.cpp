@@ -130,12 +130,50 @@ TEST_P(sparse_by_type, input_sparse_matches_double_reference) {
                         for (float v : y1) ASSERT_EQ(v, 0.0f);
                         for (float v : y3) ASSERT_EQ(v, 0.0f);
                     } else {
-                        EXPECT_LE(nmse(y1.data(), ref), k_bound);
-                        EXPECT_LE(nmse(y3.data(), ref), k_bound);
+                        // The VNNI kernels round x * scale to int8 per (32 channels, 32 outputs).
+                        const double bound = k::input_sparse_rounds_activations(t) ? k_act_quant_bound : k_bound;
+                        EXPECT_LE(nmse(y1.data(), ref), bound);
+                        EXPECT_LE(nmse(y3.data(), ref), bound);
                         // Output split: identical bits; channel split: only the partials' final adds differ.
                         EXPECT_LE(nmse(y3, y1), k_dense_bound);
                     }
                 }
+            }
+        }
+    }
+}
+
+// The integer input-sparse kernels' coefficient rounding costs no more accuracy than the dense quantized
+// gemv's own activation rounding (Q8_0 blocks of x): each against the exact product with its weights.
+TEST(sparse, input_sparse_rounding_matches_dense_activation_rounding) {
+    isa_guard guard;
+    for (dtype t : {dtype::q8_0, dtype::q4_0}) {
+        for (const shape& s : {shape{4096, 512}, shape{256, 14336}}) {
+            const matrix src = make_matrix(dtype::f32, s.rows, s.cols, 21 + s.rows);
+            const matrix w = make_matrix(t, s.rows, s.cols, 21 + s.rows);  // same values, row-major in t
+            const k::owned_matrix wt = k::to_input_major(src.view, t);
+            const std::vector<double> wd = decode(w.view), wtd = decode(wt.view);
+            const std::vector<float> x = make_x(s.cols, 4);
+            std::vector<double> ref_w(static_cast<size_t>(s.rows), 0.0), ref_wt = ref_w;
+            for (int64_t o = 0; o < s.rows; ++o)
+                for (int64_t i = 0; i < s.cols; ++i) {
+                    ref_w[static_cast<size_t>(o)] += x[i] * wd[static_cast<size_t>(o * s.cols + i)];
+                    ref_wt[static_cast<size_t>(o)] += x[i] * wtd[static_cast<size_t>(i * s.rows + o)];
+                }
+            std::vector<int32_t> all(static_cast<size_t>(s.cols));
+            for (int32_t i = 0; i < static_cast<int32_t>(s.cols); ++i) all[static_cast<size_t>(i)] = i;
+            for (k::isa i : isas()) {
+                k::set_active_isa(i);
+                if (!k::input_sparse_rounds_activations(t)) continue;
+                std::vector<float> dense(static_cast<size_t>(s.rows)), sparse(dense.size());
+                k::gemv(w.view, x.data(), dense.data(), 2);
+                k::gemv_input_sparse(wt.view, x.data(), all.data(), s.cols, sparse.data(), 2);
+                const double e_dense = nmse(dense.data(), ref_w), e_sparse = nmse(sparse.data(), ref_wt);
+                std::printf("[ info ] %s %lldx%lld: input-sparse rounding nmse %.3g, dense gemv %.3g\n",
+                            std::string(sl::dtype_name(t)).c_str(), static_cast<long long>(s.rows),
+                            static_cast<long long>(s.cols), e_sparse, e_dense);
+                EXPECT_GT(e_sparse, 0.0);  // it does round
+                EXPECT_LE(e_sparse, 2.0 * e_dense) << sl::dtype_name(t) << " " << s.rows << "x" << s.cols;
             }
         }
     }
@@ -284,7 +322,10 @@ TEST_P(sparse_by_type, fused_mlp_matches_reference_and_dense) {
                             for (float v : y) ASSERT_EQ(v, 0.0f);
                             continue;
                         }
-                        EXPECT_LE(nmse(y.data(), ref), k_bound) << nt << " threads";
+                        // The VNNI down columns round a * scale to int8 per (32 neurons, 32 outputs), as the
+                        // dense down gemv rounds the GLU vector to Q8_0 blocks (heavy-tailed: 1.1e-4 seen).
+                        const double bound = k::input_sparse_rounds_activations(t) ? k_fused_act_quant_bound : k_bound;
+                        EXPECT_LE(nmse(y.data(), ref), bound) << nt << " threads";
                         if (is_quant(t) && n >= 16) {
                             EXPECT_LE(nmse(y.data(), ref_exact), k_fused_act_quant_bound);
                         }

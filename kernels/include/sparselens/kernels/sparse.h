@@ -61,7 +61,9 @@ owned_bundles make_bundles(const tensor_view& gate, const tensor_view& up, const
 // allocation per call once grow-only thread_local buffers have their size. n_threads <= 0 means
 // OpenMP's default; small calls use fewer threads. ISA: kernels::active_isa(), like the dense ones.
 // Accuracy: f32 accumulation; input-sparse and the fused down part sum channels/neurons in blocks of
-// 32, so at 100% density they match the dense gemv to ~1e-13 normalised MSE.
+// 32, so at 100% density they match the dense gemv to ~1e-13 normalised MSE. Exception: Q8_0/Q4_0
+// input-major rows (input-sparse, fused down columns) on AVX-512 VNNI use integer dots with rounded
+// coefficients (input_sparse_rounds_activations), at the dense quantized gemv's error level.
 
 // Input-sparse GEMV: y[o] = sum_{i in idx} x[i] * wt[i, o], wt input-major ([in, out]). Threads own slices
 // of y while each slice of a row is >= 4 KiB (then results do not depend on n_threads); for shorter
@@ -70,6 +72,12 @@ owned_bundles make_bundles(const tensor_view& gate, const tensor_view& up, const
 // buffer of the calling thread.
 void gemv_input_sparse(const tensor_view& wt, const float* x, const int32_t* idx, int64_t n_idx, float* y,
                        int n_threads);
+
+// True when gemv_input_sparse on the active ISA forms Q8_0/Q4_0 products as integer dots (AVX-512 VNNI):
+// per block of 32 outputs and chunk of 32 active channels, x[i] * (weight scale) is rounded to int8
+// with one scale, so y carries activation-rounding error like the dense quantized gemv's (normalised
+// MSE ~1e-5 on random data) instead of f32 rounding only. Deterministic for a given index list.
+bool input_sparse_rounds_activations(dtype type);
 
 // Output-sparse GEMV: y[k] = W[idx[k], :] . x for k < n_idx (compact output), W row-major. Every y[k] is
 // bit-identical to gemv()'s row idx[k] on the same ISA (Q8_0/Q4_0: x quantized once per call the same
