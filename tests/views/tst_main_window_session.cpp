@@ -15,6 +15,7 @@
 #include <QtCharts/QChartView>
 #include <QtCharts/QScatterSeries>
 
+#include <ctime>
 #include <filesystem>
 #include <unistd.h>
 
@@ -312,6 +313,24 @@ private slots:
         bool found = false;
         for (const auto& r : sp->runs()) found |= r.method == shown->config.name && r.ppl == shown->eval.ppl;
         QVERIFY(found);
+    }
+
+    // The probe discounts waits for a CPU (the GUI thread's and llvmpipe's), not work: 200 ms of the GUI
+    // thread's own CPU time with the window up is a stall of at least that, however loaded the machine.
+    void probeStillSeesARealStall() {
+        m_measure = false;  // measured here, against a deliberate stall
+        QTest::qWait(50);
+        QTimer::singleShot(0, this, [] {
+            timespec t{};
+            auto cpu_ms = [&t] {
+                clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+                return t.tv_sec * 1000.0 + t.tv_nsec / 1e6;
+            };
+            for (const double start = cpu_ms(); cpu_ms() - start < 200;) {
+            }
+        });
+        QTest::qWait(300);
+        QVERIFY2(probe.stall_ms() >= 180, qPrintable(QStringLiteral("a 200 ms busy GUI thread scored %1 ms").arg(probe.stall_ms())));
     }
 };
 
