@@ -169,16 +169,23 @@ void chunk(float* acc, bool init, int n_rows, const uint8_t* const* rows, const 
         int64_t b = 0;
         for (; b + 8 <= ns; b += 8) coefs8<V>(t, r, s, n_rows, off0 + b * V::bytes, b);
         for (; b < ns; ++b) coefs1<V>(t, r, s, n_rows, off0 + b * V::bytes, b);
+        // The next chunk's rows go to L2 while this one is consumed: a chunk's rows (up to 32 x 4 KiB) do
+        // not fit L1 next to the current ones. T1 beat T0/T2/none (d = 1, 4096x14336 Q4_0, one thread:
+        // 2.3 / ~3.5 / 3.1 / ~4 ms). The lines are requested row after row, a few per block, so DRAM
+        // sees sequential runs, not 32 interleaved streams: minimum over 60 calls out of cache, one
+        // thread, time / dense at d = 1 went 1.20-1.26 -> 1.03-1.05 (Q4_0) and 1.48-1.62 -> 1.34-1.43
+        // (Q8_0) on the 2048x8192 and 8192x2048 shapes.
+        const int64_t seg_lines = (ns * V::bytes + 63) / 64 + 1;
+        const int per_block = static_cast<int>((n_pf * seg_lines + ns - 1) / ns);
+        int pi = 0;
+        int64_t pl = 0;
         for (b = 0; b < ns; ++b) {
             const int64_t off = off0 + b * V::bytes;
-            // The next chunk's rows at the pace this one is consumed, into L2: a chunk's rows (up to 32
-            // x 4 KiB) do not fit L1 next to the current ones. Measured at d = 1, 4096x14336 Q4_0, one
-            // thread: T1 2.3 ms, T0 ~3.5 ms, T2 3.1 ms, no prefetch ~4 ms; adding T0 of the current rows
-            // 8 blocks ahead 2.7 ms; output panels of 1 KiB per row instead of 4 KiB were slower.
-            if (b % 4 == 0) {
-                for (int i = 0; i < n_pf; ++i) {
-                    for (int64_t l = 0; l < 4 * V::bytes; l += 64)
-                        _mm_prefetch(reinterpret_cast<const char*>(pf[i] + off + l), _MM_HINT_T1);
+            for (int q = 0; q < per_block && pi < n_pf; ++q) {
+                _mm_prefetch(reinterpret_cast<const char*>(pf[pi] + off0 + pl * 64), _MM_HINT_T1);
+                if (++pl == seg_lines) {
+                    pl = 0;
+                    ++pi;
                 }
             }
             __m512i a0 = _mm512_set1_epi32(t.start[b]), a1 = a0;

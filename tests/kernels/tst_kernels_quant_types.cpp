@@ -161,7 +161,9 @@ TEST_P(quant_type, input_sparse_and_fused_mlp_on_layout_copies) {
         k::set_active_isa(i);
         std::vector<float> y(static_cast<size_t>(dim));
         k::gemv_input_sparse(wt.view, x.data(), idx.data(), n, y.data(), 2);
-        EXPECT_LE(nmse(y.data(), ref_in), 1e-4) << dtype_name(t) << " input-sparse " << k::isa_name(i);
+        // + the VNNI kernels' int8 coefficient rounding (~2e-5, the dense gemv's activation-rounding level).
+        const double in_bound = k::input_sparse_rounds_activations(lt) ? 1.5e-4 : 1e-4;
+        EXPECT_LE(nmse(y.data(), ref_in), in_bound) << dtype_name(t) << " input-sparse " << k::isa_name(i);
         std::vector<float> scratch(static_cast<size_t>(k::fused_mlp_scratch_floats(dim, 2)));
         k::fused_sparse_mlp(b.view, xm.data(), idx.data(), n, y.data(), scratch.data(), nullptr, 2);
         EXPECT_LE(nmse(y.data(), ref_mlp), 1e-3) << dtype_name(t) << " fused " << k::isa_name(i);
