@@ -1,8 +1,10 @@
 // mapped_file: read-only mmap of a model file with a read-into-memory fallback.
 #include "mapped_file.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include <fcntl.h>
@@ -13,7 +15,8 @@
 namespace sl {
 
 mapped_file::~mapped_file() {
-    if (mmapped && data) ::munmap(const_cast<uint8_t*>(data), size);
+    if (mmapped && data) ::munmap(const_cast<uint8_t*>(data), m_anon_bytes ? m_anon_bytes : size);
+    if (m_fd >= 0) ::close(m_fd);
 }
 
 void mapped_file::release(const void* p, uint64_t bytes) const {
@@ -21,7 +24,46 @@ void mapped_file::release(const void* p, uint64_t bytes) const {
     if (!mmapped || !data || b < base || b + bytes > base + size || bytes == 0) return;
     const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
     const uintptr_t lo = (b + page - 1) / page * page, hi = (b + bytes) / page * page;
-    if (hi > lo) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);  // advisory: failure keeps pages
+    if (hi <= lo) return;
+    if (m_anon_bytes == 0) {
+        ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);  // advisory: failure keeps pages
+        return;
+    }
+    // The huge-page copy: put the file's pages back over the range (same bytes, faulted in on a later
+    // read, as for the plain mapping) so its anonymous memory is freed. On failure the copy stays.
+    ::mmap(reinterpret_cast<void*>(lo), hi - lo, PROT_READ, MAP_PRIVATE | MAP_FIXED, m_fd, static_cast<off_t>(lo - base));
+}
+
+bool huge_page_weights_wanted() {
+    const char* v = std::getenv("SPARSELENS_HUGE_WEIGHTS");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+}
+
+// Decode streams every weight once per token; on 4 KiB pages that is one dTLB miss (and page walk) per
+// 4 KiB, on 2 MiB pages one per 2 MiB. File-backed pages cannot be huge here (no THP for the page cache
+// of this filesystem), so the bytes are copied into anonymous MADV_HUGEPAGE memory, 64 MiB at a time,
+// dropping the file mapping's pages behind the copy so that the peak stays ~ one copy plus 64 MiB.
+// Anything failing leaves the file mapping in place (same bytes, just 4 KiB pages).
+void mapped_file::copy_to_huge_pages() {
+    constexpr uint64_t huge = 2u << 20, chunk = 64u << 20;
+    const uint64_t len = (size + huge - 1) / huge * huge;
+    void* raw = ::mmap(nullptr, len + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (raw == MAP_FAILED) return;
+    const auto r = reinterpret_cast<uintptr_t>(raw), a = (r + huge - 1) / huge * huge;
+    if (a > r) ::munmap(raw, a - r);  // trim to a 2 MiB-aligned start and exactly len bytes
+    if (r + len + huge > a + len) ::munmap(reinterpret_cast<void*>(a + len), r + len + huge - (a + len));
+    auto* dst = reinterpret_cast<uint8_t*>(a);
+    ::madvise(dst, len, MADV_HUGEPAGE);  // advisory: without it the copy still works, on small pages
+    auto* src = const_cast<uint8_t*>(data);
+    for (uint64_t off = 0; off < size; off += chunk) {
+        const uint64_t n = std::min(chunk, size - off);
+        std::memcpy(dst + off, src + off, n);
+        ::madvise(src + off, n, MADV_DONTNEED);  // chunk is page-aligned; the tail page is covered too
+    }
+    ::mprotect(dst, len, PROT_READ);
+    ::munmap(src, size);
+    data = dst;
+    m_anon_bytes = len;
 }
 
 result<std::shared_ptr<const mapped_file>> mapped_file::open(const std::string& path, bool use_mmap) {
@@ -49,7 +91,11 @@ result<std::shared_ptr<const mapped_file>> mapped_file::open(const std::string& 
         if (p != MAP_FAILED) {
             f->data = static_cast<const uint8_t*>(p);
             f->mmapped = true;
-            ::close(fd);
+            if (huge_page_weights_wanted()) f->copy_to_huge_pages();
+            if (f->on_huge_pages())
+                f->m_fd = fd;
+            else
+                ::close(fd);
             return std::shared_ptr<const mapped_file>(std::move(f));
         }
         // fall through: some filesystems cannot be mapped; a heap copy still works

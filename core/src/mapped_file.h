@@ -32,12 +32,22 @@ struct mapped_file {
     // file (a read-only private mapping: a later read faults them back in from the file, so this is
     // safe while views still point there). A no-op for heap copies and for ranges outside the file.
     void release(const void* p, uint64_t bytes) const;
+    // True when the bytes were copied from the file mapping into anonymous memory on transparent huge
+    // pages (huge_page_weights_wanted(); mmapped stays true: release() maps the file back over a range).
+    bool on_huge_pages() const { return m_anon_bytes != 0; }
     // Bytes already in memory; `label` plays the role of the path in messages.
     static std::shared_ptr<const mapped_file> from_bytes(const std::string& label, std::vector<uint8_t> bytes);
 
 private:
+    void copy_to_huge_pages();
     std::vector<uint8_t> m_buffer;  // used when not mmapped
+    uint64_t m_anon_bytes = 0;      // length of the huge-page copy at data (0: data is the file mapping)
+    int m_fd = -1;                  // kept open for the huge-page copy: release() maps file pages back
 };
+
+// Whether mapped model files are copied into huge pages: SPARSELENS_HUGE_WEIGHTS=1/0 decides, default off
+// (docs/results.md, "Weights in huge pages").
+bool huge_page_weights_wanted();
 
 // Overflow-checked unsigned arithmetic for sizes that come from untrusted headers.
 inline bool checked_mul(uint64_t a, uint64_t b, uint64_t* out) { return !__builtin_mul_overflow(a, b, out); }
