@@ -39,15 +39,16 @@ struct mapped_file {
     static std::shared_ptr<const mapped_file> from_bytes(const std::string& label, std::vector<uint8_t> bytes);
 
 private:
-    void copy_to_huge_pages();
+    void copy_to_huge_pages(int fd);
     std::vector<uint8_t> m_buffer;  // used when not mmapped
     uint64_t m_anon_bytes = 0;      // length of the huge-page copy at data (0: data is the file mapping)
     int m_fd = -1;                  // kept open for the huge-page copy: release() maps file pages back
 };
 
-// Whether mapped model files are copied into huge pages: SPARSELENS_HUGE_WEIGHTS=1/0 decides, default off
-// (docs/results.md, "Weights in huge pages").
-bool huge_page_weights_wanted();
+// Whether a mapped model file of file_bytes is copied into huge pages: SPARSELENS_HUGE_WEIGHTS=1/0 decides;
+// by default yes when transparent huge pages are enabled (always/madvise) and the file is at most half of
+// MemAvailable (docs/results.md, "Weights in huge pages": decode faster, load slower, measured).
+bool huge_page_weights_wanted(uint64_t file_bytes);
 
 // Overflow-checked unsigned arithmetic for sizes that come from untrusted headers.
 inline bool checked_mul(uint64_t a, uint64_t b, uint64_t* out) { return !__builtin_mul_overflow(a, b, out); }
