@@ -99,7 +99,7 @@ void mapped_file::copy_to_huge_pages(int fd) {
     m_anon_bytes = len;
 }
 
-result<std::shared_ptr<const mapped_file>> mapped_file::open(const std::string& path, bool use_mmap) {
+result<std::shared_ptr<const mapped_file>> mapped_file::open(const std::string& path, bool use_mmap, bool weights) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return file_error(path, std::string("cannot open: ") + std::strerror(errno));
     struct stat st {};
@@ -124,7 +124,7 @@ result<std::shared_ptr<const mapped_file>> mapped_file::open(const std::string& 
         if (p != MAP_FAILED) {
             f->data = static_cast<const uint8_t*>(p);
             f->mmapped = true;
-            if (huge_page_weights_wanted(f->size)) f->copy_to_huge_pages(fd);
+            if (weights && huge_page_weights_wanted(f->size)) f->copy_to_huge_pages(fd);
             if (f->on_huge_pages())
                 f->m_fd = fd;
             else

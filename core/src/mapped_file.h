@@ -27,7 +27,9 @@ struct mapped_file {
     ~mapped_file();
 
     // Errors name the path ("x.gguf: cannot open: No such file or directory").
-    static result<std::shared_ptr<const mapped_file>> open(const std::string& path, bool use_mmap);
+    // weights: the caller streams the whole file (a model load), so a mapping may be copied into huge
+    // pages (huge_page_weights_wanted); readers of headers or the vocabulary leave it false.
+    static result<std::shared_ptr<const mapped_file>> open(const std::string& path, bool use_mmap, bool weights = false);
     // Drops this process's resident pages wholly inside [p, p + bytes) when they are mapped from the
     // file (a read-only private mapping: a later read faults them back in from the file, so this is
     // safe while views still point there). A no-op for heap copies and for ranges outside the file.

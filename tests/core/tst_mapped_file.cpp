@@ -37,7 +37,7 @@ TEST(mapped_file, huge_page_copy_keeps_bytes_and_release_maps_the_file_back) {
     const temp_file tf(want);
     for (const char* setting : {"0", "1"}) {
         ::setenv("SPARSELENS_HUGE_WEIGHTS", setting, 1);
-        auto f = sl::mapped_file::open(tf.path, true);
+        auto f = sl::mapped_file::open(tf.path, true, /*weights=*/true);
         ASSERT_TRUE(f.ok()) << f.message();
         const auto& m = *f.value();
         ASSERT_EQ(m.size, want.size());
@@ -51,6 +51,11 @@ TEST(mapped_file, huge_page_copy_keeps_bytes_and_release_maps_the_file_back) {
         m.release(m.data + want.size() - 5000, 5000);
         EXPECT_EQ(0, std::memcmp(m.data, want.data(), want.size())) << setting << " after release";
     }
+    // Header/vocabulary readers never copy.
+    ::setenv("SPARSELENS_HUGE_WEIGHTS", "1", 1);
+    auto plain = sl::mapped_file::open(tf.path, true);
+    ASSERT_TRUE(plain.ok()) << plain.message();
+    EXPECT_FALSE(plain.value()->on_huge_pages());
     ::unsetenv("SPARSELENS_HUGE_WEIGHTS");
 }
 
