@@ -112,7 +112,12 @@ int run_bench(const bench_opts& o) {
     }
     if (!o.model_path.empty()) {
         const uint64_t rss_before = rss_bytes();
+        const auto load_start = std::chrono::steady_clock::now();
         const model m = take(model_load(o.model_path));
+        // Includes the copy into huge pages when that is on (SPARSELENS_HUGE_WEIGHTS, docs/results.md).
+        const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
+        j["load_seconds"] = load_s;
+        if (!o.json) std::printf("load       %.2f s\n", load_s);
         context_params cp = context_default_params();
         cp.n_threads = threads;
         cp.n_ctx = std::min(m.hp.seq_len, o.prompt_len + o.gen);

@@ -1,8 +1,10 @@
 // mapped_file: read-only mmap of a model file with a read-into-memory fallback.
 #include "mapped_file.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include <fcntl.h>
@@ -13,7 +15,8 @@
 namespace sl {
 
 mapped_file::~mapped_file() {
-    if (mmapped && data) ::munmap(const_cast<uint8_t*>(data), size);
+    if (mmapped && data) ::munmap(const_cast<uint8_t*>(data), m_anon_bytes ? m_anon_bytes : size);
+    if (m_fd >= 0) ::close(m_fd);
 }
 
 void mapped_file::release(const void* p, uint64_t bytes) const {
@@ -21,10 +24,82 @@ void mapped_file::release(const void* p, uint64_t bytes) const {
     if (!mmapped || !data || b < base || b + bytes > base + size || bytes == 0) return;
     const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
     const uintptr_t lo = (b + page - 1) / page * page, hi = (b + bytes) / page * page;
-    if (hi > lo) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);  // advisory: failure keeps pages
+    if (hi <= lo) return;
+    if (m_anon_bytes == 0) {
+        ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);  // advisory: failure keeps pages
+        return;
+    }
+    // The huge-page copy: put the file's pages back over the range (same bytes, faulted in on a later
+    // read, as for the plain mapping) so its anonymous memory is freed. On failure the copy stays.
+    ::mmap(reinterpret_cast<void*>(lo), hi - lo, PROT_READ, MAP_PRIVATE | MAP_FIXED, m_fd, static_cast<off_t>(lo - base));
 }
 
-result<std::shared_ptr<const mapped_file>> mapped_file::open(const std::string& path, bool use_mmap) {
+namespace {
+
+// Transparent huge pages usable for an madvise'd region: "[always]" or "[madvise]" selected.
+bool thp_available() {
+    std::FILE* f = std::fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    if (!f) return false;
+    char buf[128] = {};
+    const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+    std::fclose(f);
+    buf[n] = 0;
+    return std::strstr(buf, "[never]") == nullptr && (std::strstr(buf, "[always]") || std::strstr(buf, "[madvise]"));
+}
+
+// MemAvailable from /proc/meminfo in bytes, 0 when unknown.
+uint64_t mem_available_bytes() {
+    std::FILE* f = std::fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    char line[256];
+    unsigned long long kb = 0;
+    while (std::fgets(line, sizeof line, f))
+        if (std::sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+    std::fclose(f);
+    return static_cast<uint64_t>(kb) * 1024;
+}
+
+}  // namespace
+
+bool huge_page_weights_wanted(uint64_t file_bytes) {
+    if (const char* v = std::getenv("SPARSELENS_HUGE_WEIGHTS"); v != nullptr && (v[0] == '0' || v[0] == '1'))
+        return v[0] == '1' && thp_available();
+    // Default: only when the copy surely fits. Anonymous memory cannot be dropped under pressure the way
+    // clean file pages can, so a model near the size of RAM stays on the (evictable) file mapping.
+    return thp_available() && file_bytes <= mem_available_bytes() / 2;
+}
+
+// Decode streams every weight once per token; on 4 KiB pages that is one dTLB miss (and page walk) per
+// 4 KiB, on 2 MiB pages one per 2 MiB. File-backed pages are not huge here (no THP for this page cache),
+// so the file is read (pread: no faults on the never-touched file mapping, which is then unmapped) into
+// anonymous MADV_HUGEPAGE memory: resident memory stays one copy. Anything failing leaves the file
+// mapping in place (same bytes, 4 KiB pages).
+void mapped_file::copy_to_huge_pages(int fd) {
+    constexpr uint64_t huge = 2u << 20, chunk = 64u << 20;
+    const uint64_t len = (size + huge - 1) / huge * huge;
+    void* raw = ::mmap(nullptr, len + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (raw == MAP_FAILED) return;
+    const auto r = reinterpret_cast<uintptr_t>(raw), a = (r + huge - 1) / huge * huge;
+    if (a > r) ::munmap(raw, a - r);  // trim to a 2 MiB-aligned start and exactly len bytes
+    if (r + huge > a) ::munmap(reinterpret_cast<void*>(a + len), r + huge - a);
+    auto* dst = reinterpret_cast<uint8_t*>(a);
+    ::madvise(dst, len, MADV_HUGEPAGE);  // advisory: without it the copy still works, on small pages
+    for (uint64_t done = 0; done < size;) {
+        const ssize_t n = ::pread(fd, dst + done, std::min(chunk, size - done), static_cast<off_t>(done));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {  // keep the mapping (which reports its own errors on access as before)
+            ::munmap(dst, len);
+            return;
+        }
+        done += static_cast<uint64_t>(n);
+    }
+    ::mprotect(dst, len, PROT_READ);
+    ::munmap(const_cast<uint8_t*>(data), size);
+    data = dst;
+    m_anon_bytes = len;
+}
+
+result<std::shared_ptr<const mapped_file>> mapped_file::open(const std::string& path, bool use_mmap, bool weights) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return file_error(path, std::string("cannot open: ") + std::strerror(errno));
     struct stat st {};
@@ -49,7 +124,11 @@ result<std::shared_ptr<const mapped_file>> mapped_file::open(const std::string& 
         if (p != MAP_FAILED) {
             f->data = static_cast<const uint8_t*>(p);
             f->mmapped = true;
-            ::close(fd);
+            if (weights && huge_page_weights_wanted(f->size)) f->copy_to_huge_pages(fd);
+            if (f->on_huge_pages())
+                f->m_fd = fd;
+            else
+                ::close(fd);
             return std::shared_ptr<const mapped_file>(std::move(f));
         }
         // fall through: some filesystems cannot be mapped; a heap copy still works

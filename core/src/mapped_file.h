@@ -27,17 +27,30 @@ struct mapped_file {
     ~mapped_file();
 
     // Errors name the path ("x.gguf: cannot open: No such file or directory").
-    static result<std::shared_ptr<const mapped_file>> open(const std::string& path, bool use_mmap);
+    // weights: the caller streams the whole file (a model load), so a mapping may be copied into huge
+    // pages (huge_page_weights_wanted); readers of headers or the vocabulary leave it false.
+    static result<std::shared_ptr<const mapped_file>> open(const std::string& path, bool use_mmap, bool weights = false);
     // Drops this process's resident pages wholly inside [p, p + bytes) when they are mapped from the
     // file (a read-only private mapping: a later read faults them back in from the file, so this is
     // safe while views still point there). A no-op for heap copies and for ranges outside the file.
     void release(const void* p, uint64_t bytes) const;
+    // True when the bytes were copied from the file mapping into anonymous memory on transparent huge
+    // pages (huge_page_weights_wanted(); mmapped stays true: release() maps the file back over a range).
+    bool on_huge_pages() const { return m_anon_bytes != 0; }
     // Bytes already in memory; `label` plays the role of the path in messages.
     static std::shared_ptr<const mapped_file> from_bytes(const std::string& label, std::vector<uint8_t> bytes);
 
 private:
+    void copy_to_huge_pages(int fd);
     std::vector<uint8_t> m_buffer;  // used when not mmapped
+    uint64_t m_anon_bytes = 0;      // length of the huge-page copy at data (0: data is the file mapping)
+    int m_fd = -1;                  // kept open for the huge-page copy: release() maps file pages back
 };
+
+// Whether a mapped model file of file_bytes is copied into huge pages: SPARSELENS_HUGE_WEIGHTS=1/0 decides;
+// by default yes when transparent huge pages are enabled (always/madvise) and the file is at most half of
+// MemAvailable (docs/results.md, "Weights in huge pages": decode faster, load slower, measured).
+bool huge_page_weights_wanted(uint64_t file_bytes);
 
 // Overflow-checked unsigned arithmetic for sizes that come from untrusted headers.
 inline bool checked_mul(uint64_t a, uint64_t b, uint64_t* out) { return !__builtin_mul_overflow(a, b, out); }

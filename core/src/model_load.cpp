@@ -33,7 +33,7 @@ model_load_params model_default_load_params() { return model_load_params{}; }
 result<model> model_load(const std::string& path, const model_load_params& params) {
     load_progress progress{&params.progress, path};
     if (!progress.report(0.0f)) return progress.cancelled();
-    auto file = mapped_file::open(path, params.use_mmap);
+    auto file = mapped_file::open(path, params.use_mmap, /*weights=*/true);
     if (!file) return file.err();
     const mapped_file& f = *file.value();
 

@@ -1,10 +1,10 @@
-// Q8_0/Q4_0 streaming gemv rows with AVX-512 VNNI (vpdpbusd) and VBMI (vpermt2b), compiled with those
-// flags and installed over the plain AVX-512 rows only after a CPUID check. row_dots_avx512.h gives
+// Q8_0/Q4_0 streaming gemv rows with AVX-512 VNNI (vpdpbusd) and VBMI (vpermt2b), and the Q4_K/Q6_K rows
+// of quant_rows_avx512.h on their VNNI path (vpdpbusd + vpdpwssd), compiled with those flags and installed over the plain AVX-512 rows only after a CPUID check. row_dots_avx512.h gives
 // these the same integer lanes and float steps as the AVX-512BW versions, so which one runs (dense
 // here, the sparse gathers there) never changes a result bit.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include "row_dots_avx512.h"
+#include "quant_rows_avx512.h"
 
 #if !defined(__AVX512VNNI__) || !defined(__AVX512VBMI__)
 #error "dense_vnni_avx512.cpp needs -mavx512vnni -mavx512vbmi (kernels/CMakeLists.txt)"
@@ -21,6 +21,8 @@ void add_vnni_rows_avx512(kernel_table& k) {
     k.rows[static_cast<int>(dtype::q4_0)] = rows_quant<1, q4_block, true>;
     k.rows_cached[static_cast<int>(dtype::q8_0)] = rows_quant<4, q8_block, false>;
     k.rows_cached[static_cast<int>(dtype::q4_0)] = rows_quant<4, q4_block, false>;
+    k.rows[static_cast<int>(dtype::q4_k)] = k.rows_cached[static_cast<int>(dtype::q4_k)] = rows<q4k>;
+    k.rows[static_cast<int>(dtype::q6_k)] = k.rows_cached[static_cast<int>(dtype::q6_k)] = rows<q6k>;
 }
 
 }  // namespace sl::kernels::detail

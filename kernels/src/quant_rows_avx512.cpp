@@ -1,131 +1,13 @@
 // AVX-512 integer-dot rows for the K-quant types of llama.cpp's common mixes (Q4_K, Q6_K: all of Q4_K_M),
-// dense and gathered. Bit-identical to the AVX2 kernels in quant_rows_avx2.cpp, which stay in place for
-// the other unpacked types.
+// dense and gathered (kernels in quant_rows_avx512.h; the VNNI build of the dense rows is installed over
+// these by dense_vnni_avx512.cpp). Bit-identical to the AVX2 kernels in quant_rows_avx2.cpp, which stay in
+// place for the other unpacked types.
 #pragma GCC diagnostic ignored "-Wuninitialized"  // GCC bug 105593, see dense_avx512.cpp
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include "row_dots_avx512.h"
+#include "quant_rows_avx512.h"
 #include "sparse_internal.h"
 
 namespace sl::kernels::detail {
-namespace {
-
-// Why bit-identical to AVX2: a super-block's integer sum is exact, and one zmm step covers two AVX2
-// steps of 32 elements with the same 4-element int32 lanes (zmm lane l and l + 8 are AVX2 lane l of
-// the two steps). Folding the zmm halves therefore gives the AVX2 accumulator lane for lane, and the
-// float arithmetic after it (convert, one FMA per super-block into two alternating accumulators, the
-// minimum correction in the same order) is written exactly as there. So the sparse gathers of other
-// ISA tables, the gemm rows and the tests' cross-ISA checks keep agreeing.
-
-constexpr int64_t qk = 256;
-
-// Words of v picked per 8-word quarter: quarter i of the result is word g[i] of v, repeated (scale of a
-// 16-element group). Loops over blocks are unrolled, so the index vectors are constants.
-inline __m512i quarter_words(__m512i v, int g0, int g1, int g2, int g3) {
-    auto rep = [](int g) { return static_cast<long long>(g) * 0x0001000100010001LL; };
-    return _mm512_permutexvar_epi16(_mm512_set_epi64(rep(g3), rep(g3), rep(g2), rep(g2), rep(g1), rep(g1), rep(g0), rep(g0)), v);
-}
-
-// Q4_K: d, dmin (fp16), 12 bytes of 6-bit scale/min pairs for 8 groups of 32, 128 bytes of nibbles
-// (32 bytes per 64 elements: low nibbles the first 32, high nibbles the next 32).
-struct q4k {
-    static constexpr int64_t bytes = 144;
-    static constexpr bool has_min = true;
-
-    // 16 int32 lanes whose sum over the two halves is the AVX2 kernel's accumulator; m gets the 8 minima.
-    static __m512i isum(const uint8_t* blk, const int8_t* xq, uint8_t* m) {
-        uint32_t u[3];
-        std::memcpy(u, blk + 4, 12);
-        const uint64_t sc = (u[0] & 0x3f3f3f3fu) |
-                            static_cast<uint64_t>((u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4)) << 32;
-        const uint64_t mn = (u[1] & 0x3f3f3f3fu) |
-                            static_cast<uint64_t>(((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4))
-                                << 32;
-        std::memcpy(m, &mn, 8);
-        const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(sc))));
-        const __m512i shifts = _mm512_set_epi64(0x0004000400040004LL, 0x0004000400040004LL, 0x0004000400040004LL,
-                                                0x0004000400040004LL, 0, 0, 0, 0);
-        const __m512i m4 = _mm512_set1_epi8(0x0f);
-        __m512i s = _mm512_setzero_si512();
-        SL_UNROLL
-        for (int c = 0; c < 4; ++c) {
-            const __m512i raw = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * c)));
-            const __m512i nib = _mm512_and_si512(_mm512_srlv_epi16(raw, shifts), m4);
-            const __m512i p16 = _mm512_maddubs_epi16(nib, _mm512_loadu_si512(xq + 64 * c));
-            s = _mm512_add_epi32(s, _mm512_madd_epi16(p16, quarter_words(sc16, 2 * c, 2 * c, 2 * c + 1, 2 * c + 1)));
-        }
-        return s;
-    }
-    static float d(const uint8_t* blk) { return half_at(blk); }
-    static float dmin(const uint8_t* blk) { return half_at(blk + 2); }
-};
-
-// Q6_K: 128 bytes of low nibbles, 64 bytes of 2-bit highs, 16 int8 scales (per 16 elements), fp16 d.
-// Values are q - 32: signed, so maddubs takes |q| and x with q's sign (as the AVX2 sign_epi8 pair).
-struct q6k {
-    static constexpr int64_t bytes = 210;
-    static constexpr bool has_min = false;
-
-    static __m512i isum(const uint8_t* blk, const int8_t* xq, uint8_t*) {
-        const __m512i sc16 = _mm512_castsi256_si512(
-            _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192))));
-        const __m512i m4 = _mm512_set1_epi8(0x0f), m2 = _mm512_set1_epi8(3), off = _mm512_set1_epi8(32);
-        // High-bit shifts per 256-bit half: 0|2 for the low nibbles, 4|6 for the high ones.
-        const __m512i sh_lo = _mm512_set_epi64(0x0002000200020002LL, 0x0002000200020002LL, 0x0002000200020002LL,
-                                               0x0002000200020002LL, 0, 0, 0, 0);
-        const __m512i sh_hi = _mm512_add_epi16(sh_lo, _mm512_set1_epi16(4));
-        __m512i s = _mm512_setzero_si512();
-        SL_UNROLL
-        for (int h = 0; h < 2; ++h) {
-            const __m512i ql = _mm512_loadu_si512(blk + 64 * h);
-            const __m512i hb = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * h)));
-            SL_UNROLL
-            for (int half = 0; half < 2; ++half) {
-                const __m512i lo = _mm512_and_si512(half ? _mm512_srli_epi16(ql, 4) : ql, m4);
-                const __m512i hi = _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(hb, half ? sh_hi : sh_lo), m2), 4);
-                const __m512i q = _mm512_sub_epi8(_mm512_or_si512(lo, hi), off);
-                const __m512i x = _mm512_loadu_si512(xq + 128 * h + 64 * half);
-                const __m512i sx = _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(q), _mm512_setzero_si512(), x);
-                const __m512i p16 = _mm512_maddubs_epi16(_mm512_abs_epi8(q), sx);
-                const int g = 8 * h + 4 * half;  // first scale group of these 64 elements
-                s = _mm512_add_epi32(s, _mm512_madd_epi16(p16, quarter_words(sc16, g, g + 1, g + 2, g + 3)));
-            }
-        }
-        return s;
-    }
-    static float d(const uint8_t* blk) { return half_at(blk + 208); }
-    static float dmin(const uint8_t*) { return 0.0f; }
-};
-
-// One row (w, cols) against Q8_K activations (d constant over each 256), prefetching pf + the offset read.
-template <typename B, bool Prefetch>
-void row_dot(const uint8_t* w, int64_t, int64_t cols, const q8_act* xa, float* y, const uint8_t* pf) {
-    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-    __m256 corr_v = _mm256_setzero_ps();
-    const float corr = 0.0f;
-    for (int64_t blk = 0; blk < cols / qk; ++blk) {
-        if constexpr (Prefetch) prefetch_span<B::bytes>(pf, blk * B::bytes);
-        const uint8_t* p = w + blk * B::bytes;
-        uint8_t m[8];
-        const __m512i s = B::isum(p, xa->qs + blk * qk, m);
-        const __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
-        const int64_t ab = blk * (qk / 32);
-        acc[blk & 1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s8), _mm256_set1_ps(B::d(p) * xa->d[ab]), acc[blk & 1]);
-        if constexpr (B::has_min) {  // as the AVX2 kernel: lane k collects -dmin * m_k * s_k
-            const __m256 mf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(m))));
-            corr_v = _mm256_fnmadd_ps(_mm256_set1_ps(B::dmin(p)), _mm256_mul_ps(mf, _mm256_loadu_ps(xa->s + ab)), corr_v);
-        }
-    }
-    *y = B::has_min ? hsum256(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), corr_v))
-                    : hsum256(_mm256_add_ps(acc[0], acc[1])) + corr;
-}
-
-template <typename B>
-void rows(const uint8_t* w, int64_t rb, int64_t n_rows, int64_t cols, const void* xv, float* y) {
-    const auto* xa = static_cast<const q8_act*>(xv);
-    for (int64_t r = 0; r < n_rows; ++r) row_dot<B, true>(w + r * rb, rb, cols, xa, y + r, w + r * rb + 4096);
-}
-
-}  // namespace
 
 void add_kquant_rows_avx512(kernel_table& k) {
     k.rows[static_cast<int>(dtype::q4_k)] = k.rows_cached[static_cast<int>(dtype::q4_k)] = rows<q4k>;
