@@ -18,49 +18,25 @@ struct probe_opts {
     bool json = false, save = false;
 };
 
-std::string default_cache_dir() {
-    if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/sparselens";
-    if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/sparselens";
-    return ".";
-}
-
 int run_probe(const probe_opts& o) {
     offload::probe_params p;
     p.file_bytes = take(sim::parse_size(o.size));
-    p.dir = o.dir.empty() ? default_cache_dir() : o.dir;
+    p.dir = o.dir.empty() ? offload::probe_default_dir() : o.dir;
     p.seconds_per_point = o.seconds;
     offload_interrupt guard;
     p.progress = offload_progress("probe-device", o.json);
     const offload::probe_result r = take(offload::probe_device(p));
     const sim::device_profile& d = r.profile;
-    nlohmann::json points = nlohmann::json::array();
-    for (const offload::probe_point& pt : r.random)
-        points.push_back({{"read_bytes", pt.read_bytes}, {"queue_depth", pt.depth}, {"iops", pt.iops},
-                          {"bytes_per_s", pt.bytes_per_s}, {"mean_latency_s", pt.mean_latency_s}});
-    sim::device_profile named = d;
-    named.aliases = {"this-machine-measured"};
-    // Every profile field as configs store it, plus the device-file header and the raw measurements.
-    nlohmann::json j = nlohmann::json::parse(sim::deploy_device_to_json(named));
-    j["schema"] = "sparselens.device";
-    j["version"] = 1;
-    j["notes"] = {{"sequential_bytes_per_s", r.sequential_bytes_per_s},
-                  {"dram_read_bytes_per_s", r.dram_bytes_per_s},
-                  {"scratch_file_bytes", p.file_bytes},
-                  {"random_reads", points}};
+    const std::string text = offload::probe_profile_json(r, p.file_bytes);
     std::string out = o.out;
-    if (o.save) {  // where device_list finds it: the GUI lists it as "this machine (measured)"
-        if (sim::user_devices_dir().empty()) throw cli_error("--save: neither XDG_CONFIG_HOME nor HOME is set");
-        std::error_code ec;
-        std::filesystem::create_directories(sim::user_devices_dir(), ec);
-        out = (std::filesystem::path(sim::user_devices_dir()) / "this-machine.json").string();
-    }
-    if (!out.empty()) {
+    if (o.save) out = take(offload::probe_save_this_machine(text));  // the GUI lists it as "this machine (measured)"
+    if (!o.save && !out.empty()) {
         std::ofstream f(out);
-        f << j.dump(2) << "\n";
+        f << text;
         if (!f) throw cli_error(out + ": cannot write");
     }
     if (o.json) {
-        print_json(j);
+        print_json(nlohmann::json::parse(text));
         return 0;
     }
     std::printf("sequential O_DIRECT read: %.0f MB/s; DRAM read: %.1f GB/s\n", r.sequential_bytes_per_s / 1e6,

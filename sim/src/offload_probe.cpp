@@ -1,5 +1,6 @@
 // probe_device: scratch file, O_DIRECT reads through io_uring at fixed queue depths, DRAM bandwidth.
 #include "sparselens/sim/offload_probe.h"
+#include "sparselens/sim/deploy_config.h"
 
 #include <fcntl.h>
 #include <liburing.h>
@@ -7,10 +8,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
+
+#include <nlohmann/json.hpp>
 
 #include "sparselens/kernels/membw.h"
 #include "sparselens/sim/offload_direct_io.h"
@@ -195,6 +199,42 @@ result<probe_result> probe_device(const probe_params& p) {
     d.flash_merge_gap_pages = static_cast<int32_t>(std::min(256.0, per_read * bw / 4096.0));
     d.overlap_io_compute = false;
     return r;
+}
+
+std::string probe_profile_json(const probe_result& r, uint64_t scratch_file_bytes) {
+    nlohmann::json points = nlohmann::json::array();
+    for (const probe_point& pt : r.random)
+        points.push_back({{"read_bytes", pt.read_bytes}, {"queue_depth", pt.depth}, {"iops", pt.iops},
+                          {"bytes_per_s", pt.bytes_per_s}, {"mean_latency_s", pt.mean_latency_s}});
+    sim::device_profile named = r.profile;
+    named.aliases = {"this-machine-measured"};
+    // Every profile field as configs store it, plus the device-file header and the raw measurements.
+    nlohmann::json j = nlohmann::json::parse(sim::deploy_device_to_json(named));
+    j["schema"] = "sparselens.device";
+    j["version"] = 1;
+    j["notes"] = {{"sequential_bytes_per_s", r.sequential_bytes_per_s},
+                  {"dram_read_bytes_per_s", r.dram_bytes_per_s},
+                  {"scratch_file_bytes", scratch_file_bytes},
+                  {"random_reads", points}};
+    return j.dump(2) + "\n";
+}
+
+result<std::string> probe_save_this_machine(const std::string& profile_json) {
+    const std::string dir = sim::user_devices_dir();
+    if (dir.empty()) return error{"cannot save the profile: neither XDG_CONFIG_HOME nor HOME is set"};
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    const std::string out = (std::filesystem::path(dir) / "this-machine.json").string();
+    std::ofstream f(out);
+    f << profile_json;
+    if (!f) return error{out + ": cannot write"};
+    return out;
+}
+
+std::string probe_default_dir() {
+    if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/sparselens";
+    if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/sparselens";
+    return ".";
 }
 
 }  // namespace sl::offload

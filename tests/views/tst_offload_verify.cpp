@@ -1,6 +1,6 @@
 // "Verify on this machine" (Trade-offs panel + EngineController, label gui): a DIP run of stories260K saved in
 // a session is run offloaded on this machine under a budget that forces misses. Without a probed profile the
-// box says to run probe-device --save; with one it writes the pack once, shows measured next to simulated,
+// box says to run probe-device --save; its Probe button writes one; with it Verify writes the pack once, shows measured next to simulated,
 // and the bytes and hit rate it measured equal the simulator's (same masks, same caches); Cancel ends it.
 #include <QLabel>
 #include <QLineEdit>
@@ -95,10 +95,18 @@ private slots:
     }
 
     void measuredNextToSimulated() {
-        // A profile in the user's device folder, as probe-device --save writes it.
-        fs::create_directories(m_dir / "config/sparselens/devices");
-        fs::copy_file(fs::path(EngineController::assetsDir().toStdString()) / "devices/laptop-nvme.json",
-                      m_dir / "config/sparselens/devices/this-machine.json");
+        // "Probe this machine" (probe-device --save, a small quick probe) writes the profile Verify uses.
+        OffloadVerifyBox* box = panel->verifyBox();
+        box->setProbeSize(16 << 20, 0.02);
+        QSignalSpy probed(c.get(), &EngineController::taskFinished);
+        QTest::mouseClick(box->probeButton(), Qt::LeftButton);
+        QVERIFY(box->isRunning());
+        QTRY_VERIFY_WITH_TIMEOUT(!probed.isEmpty(), 60000);
+        QCOMPARE(probed.first().at(0).toString(), QLatin1String(EngineController::taskProbe));
+        QVERIFY2(probed.first().at(1).toBool(), qPrintable(probed.first().at(2).toString()));
+        QVERIFY(fs::exists(m_dir / "config/sparselens/devices/this-machine.json"));
+        QVERIFY(box->resultLabel()->text().contains(QStringLiteral("this-machine.json")));
+        QVERIFY(fs::is_empty(m_dir / "cache/sparselens") || !fs::exists(m_dir / "cache/sparselens/packs"));  // scratch removed
         QSignalSpy verified(c.get(), &EngineController::offloadVerified);
         QVERIFY(verify(QStringLiteral("64MB")));  // everything fits: the pack is written first
         QCOMPARE(verified.count(), 1);

@@ -2,7 +2,10 @@
 // sweeps and tunes. All of them run on the engine thread, which holds the only writable session store.
 #include <QFileInfo>
 
+#include <filesystem>
+
 #include "engine.h"
+#include "sparselens/sim/offload_probe.h"
 #include "sparselens/views/engine_controller.h"
 
 namespace sl::views {
@@ -141,19 +144,42 @@ generation_id EngineController::verifyOffload(const offload_verify_request& req)
     }, taskVerify);
 }
 
+generation_id EngineController::probeThisMachine(quint64 fileBytes, double secondsPerPoint) {
+    return post(tagProbe, [this, fileBytes, secondsPerPoint](job& j) {
+        offload::probe_params p;
+        p.file_bytes = fileBytes;
+        p.dir = offload::probe_default_dir();
+        p.seconds_per_point = secondsPerPoint;
+        const detail::job_hooks hooks = hooksFor(j);
+        p.progress = [&](float f) { return hooks.progress("Probing this machine's storage", f); };
+        std::error_code ec;
+        std::filesystem::create_directories(p.dir, ec);
+        auto r = offload::probe_device(p);
+        if (!r) return deliverError(j, r.message(), r.cancelled());
+        auto saved = offload::probe_save_this_machine(offload::probe_profile_json(*r, p.file_bytes));
+        if (!saved) return deliverError(j, saved.message(), false);
+        const QString msg = tr("Measured this machine: flash %1 MB/s + %2 us per read; saved to %3")
+                                .arg(r->profile.flash_bandwidth / 1e6, 0, 'f', 0)
+                                .arg(r->profile.flash_read_latency_s * 1e6, 0, 'f', 1)
+                                .arg(QString::fromStdString(*saved));
+        deliver(j.tag, j.generation, [this, msg] { emit taskFinished(QString::fromLatin1(taskProbe), true, msg); });
+    }, taskProbe);
+}
+
 void EngineController::cancelVerify() {
-    std::vector<generation_id> dropped;
+    std::vector<std::pair<QString, generation_id>> dropped;
+    auto mine = [](const std::string& tag) { return tag == tagVerify || tag == tagProbe; };
     {
         std::lock_guard lock(m_mutex);
         for (const auto& q : m_queue)
-            if (q->tag == tagVerify) dropped.push_back(q->generation);
-        std::erase_if(m_queue, [](const std::shared_ptr<job>& q) { return q->tag == tagVerify; });
-        if (m_running && m_running->tag == tagVerify) m_running->cancel = true;
+            if (mine(q->tag)) dropped.emplace_back(QString::fromStdString(q->task), q->generation);
+        std::erase_if(m_queue, [&](const std::shared_ptr<job>& q) { return mine(q->tag); });
+        if (m_running && mine(m_running->tag)) m_running->cancel = true;
     }
-    for (generation_id g : dropped) {
-        emit taskFinished(QString::fromLatin1(taskVerify), false, tr("Cancelled"));
-        emit requestCancelled(QString::fromLatin1(tagVerify), g);
-        emit requestFinished(QString::fromLatin1(tagVerify), g);
+    for (const auto& [task, g] : dropped) {
+        emit taskFinished(task, false, tr("Cancelled"));
+        emit requestCancelled(task, g);  // the task names equal the tags
+        emit requestFinished(task, g);
     }
 }
 

@@ -40,6 +40,10 @@ OffloadVerifyBox::OffloadVerifyBox(QWidget* parent) : QWidget(parent) {
     m_progress->setTextVisible(false);
     m_progress->setMaximumHeight(12);
     m_cancel = new QPushButton(tr("Cancel"), this);
+    m_probe = new QPushButton(tr("Probe this machine"), this);
+    m_probe->setToolTip(tr("Measure this machine's storage and memory as the simulator models them (what "
+                           "`sparselens probe-device --save` does: a 512 MiB scratch file in ~/.cache/sparselens, "
+                           "about 10 s) and save the profile Verify uses"));
     m_result = new QLabel(this);
     m_result->setTextInteractionFlags(Qt::TextSelectableByMouse);
     m_result->setWordWrap(true);
@@ -50,12 +54,14 @@ OffloadVerifyBox::OffloadVerifyBox(QWidget* parent) : QWidget(parent) {
     row->addWidget(m_budget);
     row->addWidget(m_progress, 1);
     row->addWidget(m_cancel);
+    row->addWidget(m_probe);
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(0, 0, 0, 0);
     layout->addLayout(row);
     layout->addWidget(m_result);
 
     connect(m_verify, &QPushButton::clicked, this, &OffloadVerifyBox::startVerify);
+    connect(m_probe, &QPushButton::clicked, this, &OffloadVerifyBox::startProbe);
     connect(m_cancel, &QPushButton::clicked, this, [this] {
         if (m_controller) m_controller->cancelVerify();
     });
@@ -65,17 +71,18 @@ OffloadVerifyBox::OffloadVerifyBox(QWidget* parent) : QWidget(parent) {
 void OffloadVerifyBox::attach(EngineController* c) {
     m_controller = c;
     const QString task = QString::fromLatin1(EngineController::taskVerify);
-    connect(c, &EngineController::taskProgress, this, [this, task](const QString& t, double f) {
-        if (t == task) m_progress->setValue(static_cast<int>(f * 1000));
+    const QString probe = QString::fromLatin1(EngineController::taskProbe);
+    connect(c, &EngineController::taskProgress, this, [this, task, probe](const QString& t, double f) {
+        if (t == task || t == probe) m_progress->setValue(static_cast<int>(f * 1000));
     });
     connect(c, &EngineController::offloadVerified, this, [this](std::shared_ptr<const offload_verify_result> r) {
         m_last = r;
         m_result->setText(resultTable(*r));
     });
-    connect(c, &EngineController::taskFinished, this, [this, task](const QString& t, bool ok, const QString& msg) {
-        if (t != task) return;
+    connect(c, &EngineController::taskFinished, this, [this, task, probe](const QString& t, bool ok, const QString& msg) {
+        if (t != task && t != probe) return;
         setRunning(false);
-        if (!ok) m_result->setText(msg.toHtmlEscaped());
+        if (!ok || t == probe) m_result->setText(msg.toHtmlEscaped());
     });
     connect(c, &EngineController::modelLoaded, this, [this] { updateButton(); });
     updateButton();
@@ -106,6 +113,18 @@ void OffloadVerifyBox::startVerify() {
     m_controller->verifyOffload(req);
 }
 
+void OffloadVerifyBox::setProbeSize(quint64 fileBytes, double secondsPerPoint) {
+    m_probeBytes = fileBytes;
+    m_probeSeconds = secondsPerPoint;
+}
+
+void OffloadVerifyBox::startProbe() {
+    if (!m_controller || m_running) return;
+    m_result->setText(tr("Probing this machine's storage…"));
+    setRunning(true);
+    m_controller->probeThisMachine(m_probeBytes, m_probeSeconds);
+}
+
 void OffloadVerifyBox::setRunning(bool on) {
     m_running = on;
     m_progress->setValue(0);
@@ -116,6 +135,7 @@ void OffloadVerifyBox::setRunning(bool on) {
 
 void OffloadVerifyBox::updateButton() {
     m_verify->setEnabled(!m_running && m_runId > 0 && m_controller && m_controller->hasModel());
+    m_probe->setEnabled(!m_running && m_controller);
 }
 
 QString OffloadVerifyBox::resultTable(const offload_verify_result& r) {

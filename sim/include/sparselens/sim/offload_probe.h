@@ -38,4 +38,12 @@ struct probe_result {
 
 result<probe_result> probe_device(const probe_params& p);
 
+// The profile file of a probe (assets/devices format: every profile field, the device-file header and the
+// raw measurements under "notes"), as JSON text.
+std::string probe_profile_json(const probe_result& r, uint64_t scratch_file_bytes);
+// Writes it where device_list and the GUI find it (user_devices_dir()/this-machine.json); returns the path.
+result<std::string> probe_save_this_machine(const std::string& profile_json);
+// The default folder of the scratch file: $XDG_CACHE_HOME/sparselens or ~/.cache/sparselens ("." if neither).
+std::string probe_default_dir();
+
 }  // namespace sl::offload

@@ -46,6 +46,7 @@ public:
     static constexpr const char* tagSweep = "session.sweep";
     static constexpr const char* tagSessionTune = "session.tune";
     static constexpr const char* tagVerify = "verify";
+    static constexpr const char* tagProbe = "probe";
 
     // Task names of taskProgress / taskFinished (the Session panel's rows use the first three).
     static constexpr const char* taskCalibrate = "calibrate";
@@ -57,6 +58,7 @@ public:
     static constexpr const char* taskImport = "import";
     static constexpr const char* taskDelete = "delete";
     static constexpr const char* taskVerify = "verify";  // Verify on this machine
+    static constexpr const char* taskProbe = "probe";    // probe-device --save from the GUI
 
     explicit EngineController(QObject* parent = nullptr);
     ~EngineController() override;  // cancels the running job and joins the engine thread
@@ -86,7 +88,10 @@ public:
     // "Verify on this machine": the run's config offloaded on this machine (engine_offload.cpp), with
     // taskProgress("verify") and cancelVerify(); ends with offloadVerified or an error, then taskFinished.
     generation_id verifyOffload(const offload_verify_request& req);
-    void cancelVerify();  // cancels a queued or running verification only
+    // Measures this machine's storage and memory (sparselens probe-device --save: a scratch file of
+    // `fileBytes` in ~/.cache/sparselens, removed afterwards) and saves this-machine.json; taskFinished("probe").
+    generation_id probeThisMachine(quint64 fileBytes = quint64{512} << 20, double secondsPerPoint = 0.4);
+    void cancelVerify();  // cancels a queued or running verification or probe only
     QString sessionPath() const { return m_sessionPath; }
 
     void stop();    // ends a running generation early, keeping what it produced
