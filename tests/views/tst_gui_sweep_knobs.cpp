@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -45,10 +46,11 @@ private:
             return role == SessionPanel::FileRole::NewSession ? m_session : QString();
         });
     }
-    const sl::sessions::run_record* runOf(const std::string& method) {
+    // A copy: the panel re-reads its runs whenever the session changes (an export does).
+    std::optional<sl::sessions::run_record> runOf(const std::string& method) {
         for (const auto& r : w->sessionPanel()->runs())
-            if (r.method == method) return &r;
-        return nullptr;
+            if (r.method == method) return r;
+        return std::nullopt;
     }
     QString methodTooltip(int64_t id) {
         RunsTableModel* m = w->sessionPanel()->runsModel();
@@ -101,9 +103,9 @@ private slots:
         QVERIFY2(finished.last().at(1).toBool(), qPrintable(finished.last().at(2).toString()));
         QTRY_COMPARE(sp->runs().size(), size_t{3});  // dense + one density per method
 
-        const auto* chess = runOf("chess-attn");
-        const auto* teal = runOf("teal");
-        const auto* dense = runOf("dense");
+        const auto chess = runOf("chess-attn");
+        const auto teal = runOf("teal");
+        const auto dense = runOf("dense");
         QVERIFY(chess && teal && dense);
         const auto cc = sl::sessions::method_config_from_json(chess->params_json, "chess").value();
         const auto tc = sl::sessions::method_config_from_json(teal->params_json, "teal").value();
@@ -120,35 +122,31 @@ private slots:
         QVERIFY(!methodTooltip(teal->id).contains(QStringLiteral("pin")));
         QVERIFY(methodTooltip(teal->id).contains(QStringLiteral("attention 50%")));
 
-        // The engine, not a re-implementation: `sparselens eval` with the same flags gives the same numbers.
         const std::string windows = " -c " + std::to_string(teal->n_ctx) + " --windows " + std::to_string(teal->windows);
-        const json te = evalJson("--method teal --density 0.5 --attn-density 0.5" + windows);
-        QVERIFY(te.contains("ppl"));
-        QVERIFY2(std::abs(te["ppl"].get<double>() / teal->ppl - 1) < 1e-9,
-                 qPrintable(QStringLiteral("%1 vs %2").arg(te["ppl"].get<double>()).arg(teal->ppl)));
-
         // Export each swept run; its config re-measures without drift (chess-attn with its calibration).
-        for (const auto* r : {chess, teal}) {
-            const fs::path cfg = m_dir / (r->method + ".json");
+        for (const auto& r : {*chess, *teal}) {
+            const fs::path cfg = m_dir / (r.method + ".json");
             QSignalSpy exported(c(), &EngineController::configExported);
-            c()->exportRun(r->id, QString::fromStdString(cfg.string()));
+            c()->exportRun(r.id, QString::fromStdString(cfg.string()));
             QVERIFY(exported.wait(20000));
             const auto loaded = sl::sim::deploy_config_read(cfg.string());
             QVERIFY2(loaded.ok(), loaded.ok() ? "" : loaded.message().c_str());
-            QCOMPARE(loaded->config.method, sl::sessions::method_config_from_json(r->params_json, "run").value());
+            QCOMPARE(loaded->config.method, sl::sessions::method_config_from_json(r.params_json, "run").value());
             const json again = evalJson("--config '" + cfg.string() + "'");
             QVERIFY(again.contains("drift"));
             QCOMPARE(again["drift"]["ppl"].get<double>(), 0.0);
             QCOMPARE(again["drift"]["kld_mean"].get<double>(), 0.0);
-            if (r == chess) {
-                // The same flags by hand, with the calibration the sweep ran on (the export's sidecar).
-                const std::string calib = (m_dir / loaded->config.calibration_file).string();
-                const json ce = evalJson("--method chess-attn --density 0.5 --attn-density 0.5 --pin 0.1 --calib '" +
-                                         calib + "'" + windows);
-                QVERIFY(ce.contains("ppl"));
-                QVERIFY2(std::abs(ce["ppl"].get<double>() / chess->ppl - 1) < 1e-9,
-                         qPrintable(QStringLiteral("%1 vs %2").arg(ce["ppl"].get<double>()).arg(chess->ppl)));
-            }
+            // The engine, not a re-implementation: `sparselens eval` with the same flags, on the calibration
+            // the sweep ran with (the export's sidecar), gives the same numbers.
+            const std::string flags = r.method == "chess-attn" ? "--method chess-attn --density 0.5 --attn-density 0.5 --pin 0.1"
+                                                 : "--method teal --density 0.5 --attn-density 0.5";
+            QVERIFY(!loaded->config.calibration_file.empty());
+            const std::string calib = (m_dir / loaded->config.calibration_file).string();
+            const json e = evalJson(flags + " --calib '" + calib + "'" + windows);
+            QVERIFY(e.contains("ppl"));
+            QVERIFY2(std::abs(e["ppl"].get<double>() / r.ppl - 1) < 1e-9,
+                     qPrintable(QStringLiteral("%1: %2 vs %3").arg(QString::fromStdString(r.method))
+                                    .arg(e["ppl"].get<double>()).arg(r.ppl)));
         }
     }
 
@@ -159,7 +157,7 @@ private slots:
         SessionPanel* sp = w->sessionPanel();
         QTRY_COMPARE_WITH_TIMEOUT(sp->sessionPath(), m_session, 5000);
         QTRY_COMPARE_WITH_TIMEOUT(sp->runs().size(), size_t{3}, 5000);
-        const auto* chess = runOf("chess-attn");
+        const auto chess = runOf("chess-attn");
         QVERIFY(chess);
         QVERIFY(methodTooltip(chess->id).contains(QStringLiteral("pin 10%")));
         QVERIFY(methodTooltip(chess->id).contains(QStringLiteral("attention 50%")));
