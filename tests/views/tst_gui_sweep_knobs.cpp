@@ -7,10 +7,10 @@
 #include <QSignalSpy>
 #include <QSlider>
 
+#include <unistd.h>
 #include <cmath>
 #include <filesystem>
 #include <optional>
-#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -99,7 +99,8 @@ private slots:
 
         QSignalSpy finished(c(), &EngineController::taskFinished);
         emit sp->sweepRequested({QStringLiteral("chess-attn"), QStringLiteral("teal")}, {0.5});
-        QTRY_VERIFY_WITH_TIMEOUT(!finished.isEmpty() && finished.last().at(0).toString() == QLatin1String("sweep"), 60000);
+        QTRY_VERIFY_WITH_TIMEOUT(!finished.isEmpty() && finished.last().at(0).toString() == QLatin1String("sweep"),
+                                 60000);
         QVERIFY2(finished.last().at(1).toBool(), qPrintable(finished.last().at(2).toString()));
         QTRY_COMPARE(sp->runs().size(), size_t{3});  // dense + one density per method
 
@@ -122,7 +123,8 @@ private slots:
         QVERIFY(!methodTooltip(teal->id).contains(QStringLiteral("pin")));
         QVERIFY(methodTooltip(teal->id).contains(QStringLiteral("attention 50%")));
 
-        const std::string windows = " -c " + std::to_string(teal->n_ctx) + " --windows " + std::to_string(teal->windows);
+        const std::string windows =
+            " -c " + std::to_string(teal->n_ctx) + " --windows " + std::to_string(teal->windows);
         // Export each swept run; its config re-measures without drift (chess-attn with its calibration).
         for (const auto& r : {*chess, *teal}) {
             const fs::path cfg = m_dir / (r.method + ".json");
@@ -138,15 +140,18 @@ private slots:
             QCOMPARE(again["drift"]["kld_mean"].get<double>(), 0.0);
             // The engine, not a re-implementation: `sparselens eval` with the same flags, on the calibration
             // the sweep ran with (the export's sidecar), gives the same numbers.
-            const std::string flags = r.method == "chess-attn" ? "--method chess-attn --density 0.5 --attn-density 0.5 --pin 0.1"
-                                                 : "--method teal --density 0.5 --attn-density 0.5";
+            const std::string flags = r.method == "chess-attn"
+                                          ? "--method chess-attn --density 0.5 --attn-density 0.5 --pin 0.1"
+                                          : "--method teal --density 0.5 --attn-density 0.5";
             QVERIFY(!loaded->config.calibration_file.empty());
             const std::string calib = (m_dir / loaded->config.calibration_file).string();
             const json e = evalJson(flags + " --calib '" + calib + "'" + windows);
             QVERIFY(e.contains("ppl"));
             QVERIFY2(std::abs(e["ppl"].get<double>() / r.ppl - 1) < 1e-9,
-                     qPrintable(QStringLiteral("%1: %2 vs %3").arg(QString::fromStdString(r.method))
-                                    .arg(e["ppl"].get<double>()).arg(r.ppl)));
+                     qPrintable(QStringLiteral("%1: %2 vs %3")
+                                    .arg(QString::fromStdString(r.method))
+                                    .arg(e["ppl"].get<double>())
+                                    .arg(r.ppl)));
         }
     }
 
