@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 
 #include "methods_internal.h"
@@ -99,6 +100,46 @@ bool method_needs_calibration(const std::string& name) {
 
 bool method_config_needs_calibration(const method_config& c) {
     return method_needs_calibration(c.name) || c.pin_fraction > 0.0f;
+}
+
+method_config method_config_for(const method_config& knobs, const std::string& name) {
+    const method_config def = method_default_config();
+    method_config c = knobs;
+    c.name = name;
+    const bool dip = name == "dip" || name == "dip-ca";
+    const bool chess = name == "chess" || name == "chess-attn";
+    if (!dip) c.d_in = c.d_down = def.d_in;
+    if (name != "dip-ca") c.gamma = def.gamma;
+    // The methods build_pinned wraps (methods_pinning.cpp).
+    if (!dip && !chess && name != "cats") c.pin_fraction = def.pin_fraction;
+    if (name != "chess-attn" && name.rfind("teal", 0) != 0) c.attn_density = def.attn_density;
+    if (name != "sparsellm" && name != "ffsplit") c.rank = def.rank;
+    if (name != "ffsplit") {
+        c.ffsplit_mode = def.ffsplit_mode;
+        c.ffsplit_heavy = def.ffsplit_heavy;
+    }
+    if (name == "dense") c.density = 1.0f;
+    return c;
+}
+
+std::string method_knobs_text(const method_config& config) {
+    const method_config def = method_default_config();
+    const method_config c = method_config_for(config, config.name);
+    std::string out;
+    auto add = [&](const std::string& item) { out += (out.empty() ? "" : ", ") + item; };
+    auto pct = [](float v) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.4g%%", 100.0 * static_cast<double>(v));
+        return std::string(buf);
+    };
+    if (c.d_in >= 0.0f) add("d_in " + pct(c.d_in));
+    if (c.d_down >= 0.0f) add("d_down " + pct(c.d_down));
+    if (c.name == "dip-ca") add("gamma " + pct(c.gamma));
+    if (c.pin_fraction != def.pin_fraction) add("pin " + pct(c.pin_fraction));
+    if (c.attn_density != def.attn_density) add("attention " + pct(c.attn_density));
+    if (c.rank != def.rank) add("rank " + std::to_string(c.rank));
+    if (c.name == "ffsplit") add("split " + pct(c.ffsplit_heavy) + ", " + c.ffsplit_mode);
+    return out;
 }
 
 result<std::unique_ptr<sparsity_method>> make_method(const method_config& cfg, const model& m,

@@ -213,8 +213,7 @@ result<tune_job_result> tune_into_session(session_store& s, context& ctx, const 
                                           const std::string& label) {
     bool any_calibrated = false;
     for (const std::string& name : p.methods) {
-        method_config c = p.base;
-        c.name = name;
+        const method_config c = method_config_for(p.base, name);
         any_calibrated = any_calibrated || method_config_needs_calibration(c);
     }
     result<resolved_inputs> inputs = resolve_inputs(s, in, any_calibrated);

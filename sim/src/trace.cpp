@@ -43,8 +43,9 @@ outcome trace_append_token(trace& t, std::span<const std::span<const uint32_t>> 
         if (auto o = check_ids(masks[s], t.stream_units(s), where); !o) return o;
         total += masks[s].size();
     }
-    t.ids.reserve(t.ids.size() + total);
-    t.offsets.reserve(t.offsets.size() + S);
+    // Grow geometrically: reserving exactly this token's size reallocated and copied the whole trace on
+    // every token (quadratic; ~8% of a GUI tune's engine thread was this memcpy).
+    if (t.ids.capacity() < t.ids.size() + total) t.ids.reserve(std::max(2 * t.ids.capacity(), t.ids.size() + total));
     for (uint32_t s = 0; s < S; ++s) {
         t.ids.insert(t.ids.end(), masks[s].begin(), masks[s].end());
         t.offsets.push_back(t.ids.size());

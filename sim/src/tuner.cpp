@@ -289,8 +289,7 @@ float tuner::gamma_for(const std::string& method, const accuracy_budget& b) cons
 }
 
 outcome tuner::refine(const std::string& method, const accuracy_budget& b) {
-    method_config base = m_p.base;
-    base.name = method;
+    method_config base = method_config_for(m_p.base, method);  // the knobs this method reads
     if (method == "dip-ca") base.gamma = gamma_for(method, b);
 
     // Stage-1 series of this method (and gamma), by density.
@@ -372,8 +371,7 @@ result<tune_result> tuner::run() {
         // rank has no density knob.
         if (name == "ffsplit" && (m_p.base.ffsplit_mode != "svd" || m_p.base.rank > 0))
             return error{"tune: 'ffsplit' with q4 or a fixed rank has nothing to tune (svd with rank 0 tunes the density)"};
-        method_config named = m_p.base;
-        named.name = name;
+        const method_config named = method_config_for(m_p.base, name);
         if (method_config_needs_calibration(named) && !m_calib)
             return error{"tune: method '" + name + "' needs a calibration file (sparselens calibrate MODEL TEXT)"};
     }
@@ -392,10 +390,8 @@ result<tune_result> tuner::run() {
     }
 
     // Dense baseline, through the same recording and replay.
-    method_config dense = m_p.base;
-    dense.name = "dense";
-    dense.density = 1.0f;
-    dense.pin_fraction = 0.0f;  // dense reads every neuron: nothing to pin (make_method refuses it)
+    // Dense reads every neuron: no knob applies (pinning would be refused by make_method).
+    const method_config dense = method_config_for(m_p.base, "dense");
     auto dense_c = evaluate_uncached(dense, true, "dense");
     if (!dense_c) return dense_c.err();
     m_result.dense = std::move(dense_c).value();
@@ -408,10 +404,9 @@ result<tune_result> tuner::run() {
         const std::vector<float> gammas = name == "dip-ca" && !m_p.gammas.empty() ? m_p.gammas : std::vector<float>{m_p.base.gamma};
         for (float d : m_p.densities)
             for (float g : gammas) {
-                method_config c = m_p.base;
-                c.name = name;
+                method_config c = method_config_for(m_p.base, name);
                 c.density = d;
-                c.gamma = g;
+                if (name == "dip-ca") c.gamma = g;
                 auto i = evaluate(c, false, "coarse");
                 if (!i) return i.err();
             }

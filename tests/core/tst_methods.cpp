@@ -188,3 +188,48 @@ TEST(Methods, FactoryErrors) {
 }  // namespace
 
 SL_TEST_MAIN_NEEDS_SHARED()
+
+// One set of knobs over several methods (GUI sweeps, `tune --pin`): each method keeps what it reads,
+// the rest go back to their defaults, so a run records what ran and TEAL is not handed a pin it refuses.
+TEST(Methods, ConfigForKeepsOnlyTheKnobsAMethodReads) {
+    sl::method_config k = sl::method_default_config();
+    k.density = 0.5f;
+    k.d_in = 0.4f;
+    k.d_down = 0.7f;
+    k.gamma = 0.6f;
+    k.pin_fraction = 0.1f;
+    k.attn_density = 0.5f;
+    k.rank = 7;
+    k.ffsplit_heavy = 0.3f;
+    k.ffsplit_mode = "q4";
+    const sl::method_config def = sl::method_default_config();
+    const sl::method_config chess = sl::method_config_for(k, "chess-attn");
+    EXPECT_EQ(chess.name, "chess-attn");
+    EXPECT_EQ(chess.density, 0.5f);
+    EXPECT_EQ(chess.pin_fraction, 0.1f);
+    EXPECT_EQ(chess.attn_density, 0.5f);
+    EXPECT_EQ(chess.d_in, def.d_in);
+    EXPECT_EQ(chess.gamma, def.gamma);
+    EXPECT_EQ(chess.rank, def.rank);
+    EXPECT_EQ(chess.ffsplit_mode, def.ffsplit_mode);
+    EXPECT_EQ(sl::method_knobs_text(chess), "pin 10%, attention 50%");
+    const sl::method_config teal = sl::method_config_for(k, "teal");
+    EXPECT_EQ(teal.pin_fraction, 0.0f);
+    EXPECT_EQ(teal.attn_density, 0.5f);
+    EXPECT_EQ(sl::method_knobs_text(teal), "attention 50%");
+    const sl::method_config dipca = sl::method_config_for(k, "dip-ca");
+    EXPECT_EQ(dipca.d_in, 0.4f);
+    EXPECT_EQ(dipca.gamma, 0.6f);
+    EXPECT_EQ(dipca.attn_density, 1.0f);
+    const sl::method_config ff = sl::method_config_for(k, "ffsplit");
+    EXPECT_EQ(ff.rank, 7);
+    EXPECT_EQ(ff.ffsplit_mode, "q4");
+    EXPECT_EQ(ff.pin_fraction, 0.0f);
+    const sl::method_config dense = sl::method_config_for(k, "dense");
+    EXPECT_EQ(dense, [&] {
+        sl::method_config d = def;
+        d.name = "dense";
+        return d;
+    }());
+    EXPECT_EQ(sl::method_knobs_text(dense), "");
+}

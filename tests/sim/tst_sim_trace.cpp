@@ -297,3 +297,20 @@ TEST(SimTrace, SyntheticMasksHaveTheRequestedStatistics) {
 }
 
 }  // namespace
+
+// Appending grows the id array geometrically: a recorded trace is copied O(log n) times, not once per
+// token (an exact reserve per token made recording quadratic; the GUI's tunes spent their time there).
+TEST(SimTrace, AppendReallocatesLogarithmically) {
+    trace t = trace_create(small_shape(), layout_parse("dip").value(), "x").value();
+    std::vector<std::vector<uint32_t>> m(t.n_streams());
+    for (uint32_t s = 0; s < t.n_streams(); ++s)
+        for (uint32_t u = 0; u < t.stream_units(s); u += 3) m[s].push_back(u);
+    int reallocations = 0;
+    size_t capacity = t.ids.capacity();
+    for (int tok = 0; tok < 2000; ++tok) {
+        ASSERT_TRUE(trace_append_token(t, m).ok());
+        if (t.ids.capacity() != capacity) ++reallocations, capacity = t.ids.capacity();
+    }
+    EXPECT_LE(reallocations, 16);
+    EXPECT_EQ(std::vector<uint32_t>(t.active(1999, 1).begin(), t.active(1999, 1).end()), m[1]);
+}

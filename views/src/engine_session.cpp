@@ -125,6 +125,8 @@ result<ss::tune_job_result> engine::session_job(const session_job_request& req,
     if (req.methods.empty()) return error{"choose at least one method"};
     sim::tune_params p = sim::tune_default_params();
     p.methods = req.methods;
+    p.base = req.knobs;
+    p.base.d_in = p.base.d_down = -1.0f;  // the job sets the densities; DIP derives its split from them
     if (req.tune) {
         auto b = ss::parse_budgets(req.budgets);
         if (!b) return b.err();
@@ -134,6 +136,7 @@ result<ss::tune_job_result> engine::session_job(const session_job_request& req,
     } else {
         if (req.densities.empty()) return error{"sweep: give at least one density"};
         p.densities = req.densities;
+        p.gammas = {p.base.gamma};  // a sweep runs DIP-CA at the panel's gamma, not the tuner's grid
     }
     auto sp = sim_params_for(req.device);
     if (!sp) return sp.err();
@@ -141,8 +144,7 @@ result<ss::tune_job_result> engine::session_job(const session_job_request& req,
     // DIP-CA reads the device cache while it runs: the Tuning panel's policy when it is one it can read.
     if (sp->policy == sim::cache_policy::lru || sp->policy == sim::cache_policy::lfu) p.online_policy = sp->policy;
     for (const std::string& name : p.methods) {
-        method_config c = p.base;
-        c.name = name;
+        const method_config c = method_config_for(p.base, name);
         if (auto cal = ensure_calibration(c, text, hooks); !cal) return cal.err();
     }
     auto id = model_identity(hooks);

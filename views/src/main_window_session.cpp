@@ -130,6 +130,7 @@ void MainWindow::wireSession() {
         r.tune = tune;
         for (const QString& m : methods) r.methods.push_back(m.toStdString());
         r.device = m_tuning->deviceSettings();
+        r.knobs = m_tuning->methodKnobs();
         r.windows = TuningPanel::fullWindows;
         return r;
     };

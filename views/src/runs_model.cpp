@@ -18,6 +18,14 @@ double target_density(const sessions::run_record& r) {
     return c.ok() ? static_cast<double>(c->density) : std::nan("");
 }
 
+// The method with the knobs it ran with ("teal: attention 50%"), from params_json.
+std::string method_tooltip(const sessions::run_record& r) {
+    result<method_config> c = sessions::method_config_from_json(r.params_json, "run");
+    if (!c.ok()) return r.method + ": " + c.message();
+    const std::string knobs = method_knobs_text(*c);
+    return knobs.empty() ? r.method + ": no other knobs" : r.method + ": " + knobs;
+}
+
 QVariant number_or_missing(double v) { return std::isfinite(v) ? QVariant(v) : QVariant(); }
 QVariant optional_number(const std::optional<double>& v) { return v ? number_or_missing(*v) : QVariant(); }
 
@@ -93,6 +101,7 @@ QVariant RunsTableModel::data(const QModelIndex& index, int role) const {
     }
     if (role == Qt::ToolTipRole && index.column() == ColLabel) return QString::fromStdString(r.label);
     if (role == Qt::ToolTipRole && index.column() == ColCreated) return QString::fromStdString(r.created);
+    if (role == Qt::ToolTipRole && index.column() == ColMethod) return QString::fromStdString(method_tooltip(r));
     if (role != Qt::DisplayRole && role != SortRole) return {};
     const bool sort = role == SortRole;
     switch (index.column()) {

@@ -485,7 +485,7 @@ void TuningPanel::updateLabels() {
     m_dramLabel->setText(m_card ? formatBytes(double(dramBytes())) : QStringLiteral("–"));
 }
 
-method_config TuningPanel::methodConfig() const {
+method_config TuningPanel::methodKnobs() const {
     method_config c = method_default_config();
     c.name = m_method->currentText().toStdString();
     c.density = c.name == "dense" ? 1.0f : m_density->value() / 100.0f;
@@ -496,11 +496,20 @@ method_config TuningPanel::methodConfig() const {
         c.density = (2 * c.d_in + c.d_down) / 3;
     }
     c.gamma = m_gamma->value() / 100.0f;
-    c.pin_fraction = m_pin->isEnabled() ? m_pin->value() / 100.0f : 0.0f;
-    c.attn_density = m_attn->isEnabled() && m_attn->value() < 100 ? m_attn->value() / 100.0f : 1.0f;
-    c.rank = m_rank->isEnabled() ? m_rank->value() : 0;
+    c.pin_fraction = m_pin->value() / 100.0f;
+    c.attn_density = m_attn->value() < 100 ? m_attn->value() / 100.0f : 1.0f;
+    c.rank = m_rank->value();
     c.ffsplit_heavy = m_ffHeavy->value() / 100.0f;
     c.ffsplit_mode = m_compress->currentText().toStdString();
+    return c;
+}
+
+method_config TuningPanel::methodConfig() const {
+    method_config c = methodKnobs();
+    // The knobs the current method does not read are the ones whose sliders are disabled.
+    if (!m_pin->isEnabled()) c.pin_fraction = 0.0f;
+    if (!m_attn->isEnabled()) c.attn_density = 1.0f;
+    if (!m_rank->isEnabled()) c.rank = 0;
     return c;
 }
 

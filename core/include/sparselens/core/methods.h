@@ -43,6 +43,15 @@ bool method_needs_calibration(const std::string& name);
 // Whether building `c` needs one: the method's own need, or heavy-hitter pinning (pin_fraction > 0),
 // which takes the pinned neurons from the calibration. make_method refuses exactly these without one.
 bool method_config_needs_calibration(const method_config& c);
+// `knobs` (e.g. the Tuning panel's, or the CLI's --pin/--attn-density/...) applied to method `name`: the
+// knobs the method does not read are reset to their defaults, so a run of it records what ran and one
+// set of knobs serves a sweep over methods that read different ones (pinning on TEAL would be refused).
+// Read: d_in/d_down and gamma (dip-ca) by DIP; pin_fraction by dip, dip-ca, cats, chess, chess-attn;
+// attn_density by chess-attn and teal*; rank by sparsellm and ffsplit; ffsplit_* by ffsplit.
+method_config method_config_for(const method_config& knobs, const std::string& name);
+// The knobs of `c` its method reads that differ from their defaults, for run lists and tooltips:
+// "pin 10%, attention 50%" (empty when none). Density is not among them (runs show it on its own).
+std::string method_knobs_text(const method_config& c);
 
 // Builds a method for a model. `calib` is required when method_config_needs_calibration(cfg); errors name
 // the method and the problem (unknown name, density out of range, missing or mismatched calibration).

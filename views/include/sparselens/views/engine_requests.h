@@ -74,6 +74,10 @@ struct session_job_request {
     std::string objective = "sim";  // tune: "sim" (simulated tok/s) or "cpu"
     device_settings device;         // the simulated device
     int32_t n_ctx = 128, windows = 8;  // the Tuning panel's full evaluation windows
+    // The Tuning panel's knobs (TuningPanel::methodKnobs): each method gets the ones it reads
+    // (method_config_for). name, density and d_in/d_down are ignored: the job chooses the densities.
+    // Sweeps run DIP-CA at this gamma; tunes search their gamma grid instead.
+    method_config knobs = method_default_config();
 };
 
 // What an imported deployment config gives the Tuning panel.

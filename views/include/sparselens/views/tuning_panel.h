@@ -47,6 +47,9 @@ public:
     explicit TuningPanel(QWidget* parent = nullptr);
 
     method_config methodConfig() const;
+    // Every knob as its slider stands, also those the current method does not read (disabled sliders):
+    // what Session panel sweeps and tunes apply to each of their methods (method_config_for).
+    method_config methodKnobs() const;
     void setMethodConfig(const method_config& cfg);  // e.g. restoring a run; requests a full evaluation
     device_settings deviceSettings() const;
     // E.g. an imported config's device; requests no evaluation (setMethodConfig after it does). A device
