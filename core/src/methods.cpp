@@ -102,19 +102,28 @@ bool method_config_needs_calibration(const method_config& c) {
     return method_needs_calibration(c.name) || c.pin_fraction > 0.0f;
 }
 
+method_knob_use method_knobs_read(const std::string& name) {
+    method_knob_use u;
+    u.d_split = name == "dip" || name == "dip-ca";
+    u.gamma = name == "dip-ca";
+    u.pin = u.d_split || name == "cats" || name == "chess" || name == "chess-attn";
+    u.attn = name == "chess-attn" || name.rfind("teal", 0) == 0;
+    u.rank = name == "sparsellm" || name == "ffsplit";
+    u.ffsplit = name == "ffsplit";
+    return u;
+}
+
 method_config method_config_for(const method_config& knobs, const std::string& name) {
     const method_config def = method_default_config();
+    const method_knob_use use = method_knobs_read(name);
     method_config c = knobs;
     c.name = name;
-    const bool dip = name == "dip" || name == "dip-ca";
-    const bool chess = name == "chess" || name == "chess-attn";
-    if (!dip) c.d_in = c.d_down = def.d_in;
-    if (name != "dip-ca") c.gamma = def.gamma;
-    // The methods build_pinned wraps (methods_pinning.cpp).
-    if (!dip && !chess && name != "cats") c.pin_fraction = def.pin_fraction;
-    if (name != "chess-attn" && name.rfind("teal", 0) != 0) c.attn_density = def.attn_density;
-    if (name != "sparsellm" && name != "ffsplit") c.rank = def.rank;
-    if (name != "ffsplit") {
+    if (!use.d_split) c.d_in = c.d_down = def.d_in;
+    if (!use.gamma) c.gamma = def.gamma;
+    if (!use.pin) c.pin_fraction = def.pin_fraction;
+    if (!use.attn) c.attn_density = def.attn_density;
+    if (!use.rank) c.rank = def.rank;
+    if (!use.ffsplit) {
         c.ffsplit_mode = def.ffsplit_mode;
         c.ffsplit_heavy = def.ffsplit_heavy;
     }

@@ -123,8 +123,7 @@ result<std::unique_ptr<sparsity_method>> build_pinned(const method_entry& e, con
                                                       const calibration* cal) {
     const std::string& name = e.name;
     const bool is_dip = name == "dip" || name == "dip-ca";
-    const bool is_threshold = name == "cats" || name == "chess" || name == "chess-attn";
-    if (!is_dip && !is_threshold)
+    if (!method_knobs_read(name).pin)
         return error{name + ": heavy-hitter pinning (pin_fraction " + std::to_string(cfg.pin_fraction) +
                      ") is supported only by dip, dip-ca, cats, chess and chess-attn"};
     if (outcome o = check_threshold_calibration(name + " with pinning", m, cal); !o.ok()) return error{o.message()};
@@ -174,7 +173,7 @@ result<std::unique_ptr<sparsity_method>> build_pinned(const method_entry& e, con
         }
     }
     return std::unique_ptr<sparsity_method>(
-        std::make_unique<pinned_method>(std::move(inner), std::move(pinned), is_threshold, hidden));
+        std::make_unique<pinned_method>(std::move(inner), std::move(pinned), !is_dip, hidden));
 }
 
 }  // namespace sl

@@ -95,9 +95,10 @@ TEST(Offload, PlanReadsMatchesABruteForceReference) {
             covered = runs[r].end_miss;
         }
         EXPECT_EQ(covered, miss.size());
-        if (gap >= 0)
+        if (gap >= 0) {
             for (size_t r = 1; r < runs.size(); ++r)
                 EXPECT_GT(runs[r].first_page, runs[r - 1].first_page + runs[r - 1].n_pages + gap);
+        }
     }
 }
 

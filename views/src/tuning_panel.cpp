@@ -340,17 +340,18 @@ void TuningPanel::requestFull() {
 
 void TuningPanel::onMethodChanged() {
     const QString name = m_method->currentText();
-    const bool dip = name == QLatin1String("dip") || name == QLatin1String("dip-ca");
+    const sl::method_knob_use use = sl::method_knobs_read(name.toStdString());
+    const bool dip = use.d_split;
     m_density->setEnabled(name != QLatin1String("dense") && !(dip && m_split->isChecked()));
     m_split->setEnabled(dip);
     m_dIn->setEnabled(dip && m_split->isChecked());
     m_dDown->setEnabled(dip && m_split->isChecked());
-    m_gamma->setEnabled(name == QLatin1String("dip-ca"));
-    const bool ffsplit = name == QLatin1String("ffsplit");
+    m_gamma->setEnabled(use.gamma);
+    const bool ffsplit = use.ffsplit;
     const bool svd = ffsplit && m_compress->currentText() == QLatin1String("svd");
-    m_pin->setEnabled(dip || name == QLatin1String("cats") || name.startsWith(QLatin1String("chess")));
-    m_attn->setEnabled(name == QLatin1String("chess-attn") || name.startsWith(QLatin1String("teal")));
-    m_rank->setEnabled(name == QLatin1String("sparsellm") || svd);
+    m_pin->setEnabled(use.pin);
+    m_attn->setEnabled(use.attn);
+    m_rank->setEnabled(use.rank && (!ffsplit || svd));  // FFSplit's q4 compression has no rank
     m_ffHeavy->setEnabled(ffsplit);
     m_compress->setEnabled(ffsplit);
     // FFSplit reads the density only to choose its svd rank.

@@ -43,11 +43,21 @@ bool method_needs_calibration(const std::string& name);
 // Whether building `c` needs one: the method's own need, or heavy-hitter pinning (pin_fraction > 0),
 // which takes the pinned neurons from the calibration. make_method refuses exactly these without one.
 bool method_config_needs_calibration(const method_config& c);
+// Which method_config knobs method `name` reads besides its density: the one table behind
+// method_config_for, heavy-hitter pinning's check (build_pinned) and the GUI's enabled controls.
+struct method_knob_use {
+    bool d_split = false;  // d_in / d_down (dip, dip-ca)
+    bool gamma = false;    // dip-ca
+    bool pin = false;      // pin_fraction (dip, dip-ca, cats, chess, chess-attn)
+    bool attn = false;     // attn_density (chess-attn, teal*)
+    bool rank = false;     // sparsellm, ffsplit
+    bool ffsplit = false;  // ffsplit_mode / ffsplit_heavy
+};
+method_knob_use method_knobs_read(const std::string& name);
 // `knobs` (e.g. the Tuning panel's, or the CLI's --pin/--attn-density/...) applied to method `name`: the
-// knobs the method does not read are reset to their defaults, so a run of it records what ran and one
-// set of knobs serves a sweep over methods that read different ones (pinning on TEAL would be refused).
-// Read: d_in/d_down and gamma (dip-ca) by DIP; pin_fraction by dip, dip-ca, cats, chess, chess-attn;
-// attn_density by chess-attn and teal*; rank by sparsellm and ffsplit; ffsplit_* by ffsplit.
+// knobs the method does not read (method_knobs_read) are reset to their defaults, so a run of it records
+// what ran and one set of knobs serves a sweep over methods that read different ones (pinning on TEAL
+// would be refused).
 method_config method_config_for(const method_config& knobs, const std::string& name);
 // The knobs of `c` its method reads that differ from their defaults, for run lists and tooltips:
 // "pin 10%, attention 50%" (empty when none). Density is not among them (runs show it on its own).
