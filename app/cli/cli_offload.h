@@ -36,6 +36,7 @@ struct run_opts_offload {
     std::string io = "auto";
     bool verify = true;
     bool dense_baseline = false;
+    bool probe = false;  // probe the pack read-only just before each pass (its flash figures)
 };
 
 // --offload, --pack, --dram, --device, --io, --no-verify, --dense-baseline (run and eval); the check

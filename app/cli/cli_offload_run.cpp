@@ -25,26 +25,50 @@ nlohmann::json pass_json(const pass_result& r) {
             {"n_prompt", r.n_prompt},
             {"n_decoded", r.n_decoded},
             {"budget_bytes", r.budget},
-            {"resident", {{"attention", r.resident.attention}, {"embedding", r.resident.embedding},
-                          {"classifier", r.resident.classifier}, {"norms", r.resident.norms},
-                          {"kv_cache", r.resident.kv_cache}, {"mlp_static", r.resident.mlp_static},
-                          {"work_buffers", r.resident.work_buffers}, {"total", r.resident.total()}}},
+            {"resident",
+             {{"attention", r.resident.attention},
+              {"embedding", r.resident.embedding},
+              {"classifier", r.resident.classifier},
+              {"norms", r.resident.norms},
+              {"kv_cache", r.resident.kv_cache},
+              {"mlp_static", r.resident.mlp_static},
+              {"work_buffers", r.resident.work_buffers},
+              {"total", r.resident.total()}}},
             {"cache_capacity_bytes", r.cache_capacity},
             {"peak_cache_bytes", r.peak_cache},
-            {"pinned", {{"units", r.pinned_units}, {"bytes_read_once", r.pinned_bytes}, {"misses_after_load", r.pinned_misses}}},
-            {"measured", {{"tokens_per_s", r.tokens_per_s}, {"bytes_read_per_token", r.bytes_per_token},
-                          {"hit_rate", r.hit_rate}, {"io_wait_share", r.io_wait_share},
-                          {"copy_share", r.copy_share}, {"runs_per_token", r.runs_per_token},
-                          {"io_seconds_per_token", r.io_s_per_token}, {"compute_seconds_per_token", r.compute_s_per_token},
-                          {"requests_per_token", r.requests_per_token}, {"bytes_read_total", r.bytes_total},
-                          {"proc_io_read_bytes", r.proc_read_bytes}}},
-            {"simulated", {{"tokens_per_s", r.sim_tokens_per_s}, {"bytes_read_per_token", r.sim_bytes_per_token},
-                           {"hit_rate", r.sim_hit_rate}, {"reads_per_token", r.sim_reads_per_token},
-                           {"flash_seconds_per_token", r.sim_flash_s_per_token},
-                           {"tokens_per_s_with_run_compute", r.sim_tokens_per_s_run_compute},
-                           {"tokens_per_s_with_config_compute", r.sim_tokens_per_s_config_compute},
-                           {"io_wait_share", r.sim_io_wait_share},
-                           {"same_cache_capacities", r.same_capacity}}}};
+            {"pinned",
+             {{"units", r.pinned_units}, {"bytes_read_once", r.pinned_bytes}, {"misses_after_load", r.pinned_misses}}},
+            {"measured",
+             {{"tokens_per_s", r.tokens_per_s},
+              {"bytes_read_per_token", r.bytes_per_token},
+              {"hit_rate", r.hit_rate},
+              {"io_wait_share", r.io_wait_share},
+              {"copy_share", r.copy_share},
+              {"runs_per_token", r.runs_per_token},
+              {"io_seconds_per_token", r.io_s_per_token},
+              {"compute_seconds_per_token", r.compute_s_per_token},
+              {"requests_per_token", r.requests_per_token},
+              {"bytes_read_total", r.bytes_total},
+              {"read_window_seconds_per_token", r.flight_s_per_token},
+              {"overlapped_seconds_per_token", r.overlapped_s_per_token},
+              {"submit_seconds_per_token", r.submit_s_per_token},
+              {"read_bytes_per_s", r.read_bytes_per_s},
+              {"proc_io_read_bytes", r.proc_read_bytes}}},
+            {"simulated",
+             {{"tokens_per_s", r.sim_tokens_per_s},
+              {"bytes_read_per_token", r.sim_bytes_per_token},
+              {"hit_rate", r.sim_hit_rate},
+              {"reads_per_token", r.sim_reads_per_token},
+              {"flash_seconds_per_token", r.sim_flash_s_per_token},
+              {"tokens_per_s_with_run_compute", r.sim_tokens_per_s_run_compute},
+              {"tokens_per_s_with_config_compute", r.sim_tokens_per_s_config_compute},
+              {"io_wait_share", r.sim_io_wait_share},
+              {"same_cache_capacities", r.same_capacity},
+              {"flash_bandwidth", r.device.flash_bandwidth},
+              {"flash_read_latency_s", r.device.flash_read_latency_s},
+              {"flash_batch_latency_s", r.device.flash_batch_latency_s},
+              {"flash_merge_gap_pages", r.device.flash_merge_gap_pages},
+              {"flash_from_pack_probe", r.probed}}}};
 }
 
 pass_result offload_pass(const loaded_model& lm, const std::string& sha, const sim::deploy_config& c,
@@ -62,6 +86,7 @@ pass_result offload_pass(const loaded_model& lm, const std::string& sha, const s
     rq.device = device;
     rq.io = oo.io;
     rq.verify = oo.verify;
+    rq.probe_pack = oo.probe;
     rq.prompt = encode_prompt(lm, q.prompt);
     rq.steps = q.steps;
     rq.sampling.temperature = q.temperature;
@@ -86,8 +111,9 @@ void print_pass(const pass_result& r) {
                  r.label.c_str(), r.io_backend.c_str(), static_cast<unsigned long long>(r.budget),
                  static_cast<unsigned long long>(r.resident.total()), static_cast<unsigned long long>(r.cache_capacity),
                  static_cast<unsigned long long>(r.peak_cache), r.tokens_per_s, r.bytes_per_token, 100 * r.hit_rate,
-                 100 * r.io_wait_share, r.sim_tokens_per_s, r.sim_tokens_per_s_run_compute, r.sim_bytes_per_token, 100 * r.sim_hit_rate,
-                 static_cast<unsigned long long>(r.proc_read_bytes), static_cast<unsigned long long>(r.bytes_total));
+                 100 * r.io_wait_share, r.sim_tokens_per_s, r.sim_tokens_per_s_run_compute, r.sim_bytes_per_token,
+                 100 * r.sim_hit_rate, static_cast<unsigned long long>(r.proc_read_bytes),
+                 static_cast<unsigned long long>(r.bytes_total));
 }
 
 }  // namespace
@@ -129,8 +155,8 @@ std::pair<pass_result, std::optional<pass_result>> offload_passes(offload_sessio
                                                                   bool quiet) {
     const sim::deploy_config& c = s.lc.config;
     const calibration* calib = s.lc.calib ? &*s.lc.calib : nullptr;
-    pass_result main = offload_pass(s.lm, s.sha, c, calib, *s.drt.method, s.pack_path, s.budget, s.device, oo, q,
-                                    threads, quiet);
+    pass_result main =
+        offload_pass(s.lm, s.sha, c, calib, *s.drt.method, s.pack_path, s.budget, s.device, oo, q, threads, quiet);
     std::optional<pass_result> dense;
     if (oo.dense_baseline) {
         method_config dc;
@@ -144,7 +170,9 @@ std::pair<pass_result, std::optional<pass_result>> offload_passes(offload_sessio
     return {std::move(main), std::move(dense)};
 }
 
-double rel(double measured, double simulated) { return simulated > 0 ? 100.0 * (measured / simulated - 1.0) : 0.0; }
+double rel(double measured, double simulated) {
+    return simulated > 0 ? 100.0 * (measured / simulated - 1.0) : 0.0;
+}
 
 void print_eval_table(const pass_result& r) {
     std::printf("%s offload (%s), budget %llu B (resident %llu + caches %llu), %d decoded tokens\n", r.label.c_str(),
@@ -153,13 +181,17 @@ void print_eval_table(const pass_result& r) {
                 r.n_decoded);
     std::printf("  %-18s %14s %14s %9s\n", "", "measured", "simulated", "meas/sim");
     std::printf("  %-18s %14.2f %14.2f %+8.1f%%   (simulated with this run's compute time; DRAM-bound: %.2f)\n",
-                "tokens/s", r.tokens_per_s, r.sim_tokens_per_s_run_compute, rel(r.tokens_per_s, r.sim_tokens_per_s_run_compute),
-                r.sim_tokens_per_s);
+                "tokens/s", r.tokens_per_s, r.sim_tokens_per_s_run_compute,
+                rel(r.tokens_per_s, r.sim_tokens_per_s_run_compute), r.sim_tokens_per_s);
     std::printf("  %-18s %14.0f %14.0f %+8.1f%%\n", "bytes read/token", r.bytes_per_token, r.sim_bytes_per_token,
                 rel(r.bytes_per_token, r.sim_bytes_per_token));
     std::printf("  %-18s %13.1f%% %13.1f%%\n", "hit rate", 100 * r.hit_rate, 100 * r.sim_hit_rate);
     std::printf("  %-18s %13.1f%% %13.1f%%\n", "I/O-wait share", 100 * r.io_wait_share, 100 * r.sim_io_wait_share);
     std::printf("  %-18s %14.0f %14.0f\n", "reads/token", r.runs_per_token, r.sim_reads_per_token);
+    std::printf("  %-18s %14.4f %14.4f   (measured: batches submitted .. complete; of it waiting %.4f)\n",
+                "read time/token s", r.flight_s_per_token, r.sim_flash_s_per_token, r.io_s_per_token);
+    std::printf("  %-18s %14.0f %14.0f   (simulated: the %s)\n", "read MB/s", r.read_bytes_per_s / 1e6,
+                r.device.flash_bandwidth / 1e6, r.probed ? "pack probed just before" : "profile's flash bandwidth");
     std::printf("  /proc/self/io read_bytes %llu, counted %llu\n", static_cast<unsigned long long>(r.proc_read_bytes),
                 static_cast<unsigned long long>(r.bytes_total));
 }
@@ -167,20 +199,26 @@ void print_eval_table(const pass_result& r) {
 }  // namespace
 
 void add_offload_options(CLI::App* c, bool& offload, run_opts_offload& oo) {
-    c->add_flag("--offload", offload, "Read MLP weights from the pack with O_DIRECT under a DRAM budget (docs/offload.md)");
+    c->add_flag("--offload", offload,
+                "Read MLP weights from the pack with O_DIRECT under a DRAM budget (docs/offload.md)");
     c->add_option("--pack", oo.pack_path, "MLP pack (default: MODEL.<layout>.slpack, written by sparselens pack)");
-    c->add_option("--dram", oo.dram, "DRAM budget for the offloaded run, e.g. 400MB (default: the device's dram_bytes)");
-    c->add_option("--device", oo.device, "Device profile for the simulated column (name or JSON; default: the config's)");
+    c->add_option("--dram", oo.dram,
+                  "DRAM budget for the offloaded run, e.g. 400MB (default: the device's dram_bytes)");
+    c->add_option("--device", oo.device,
+                  "Device profile for the simulated column (name or JSON; default: the config's)");
     c->add_option("--io", oo.io, "I/O backend: auto, uring, pread");
     c->add_flag("!--no-verify", oo.verify, "Skip the pack checksum pass before the run");
+    c->add_flag("--probe", oo.probe,
+                "Probe the pack read-only just before the run (~1 s) and simulate with its flash figures instead of "
+                "the profile's: storage speed moves (host caches, other load), the prediction then sees this run's");
     c->add_flag("--dense-baseline", oo.dense_baseline,
                 "Also run dense offload (every missing weight read; needs MODEL.bundle.slpack) at the same budget");
 }
 
 void check_offload_options(bool offload, const run_opts_offload& oo) {
     const bool offload_only = !oo.pack_path.empty() || !oo.dram.empty() || !oo.device.empty() || oo.dense_baseline ||
-                              oo.io != "auto" || !oo.verify;
-    if (offload_only && !offload) throw CLI::ValidationError("--pack/--dram/--device/--io need --offload");
+                              oo.io != "auto" || !oo.verify || oo.probe;
+    if (offload_only && !offload) throw CLI::ValidationError("--pack/--dram/--device/--io/--probe need --offload");
 }
 
 int run_offloaded(const std::string& model_path, const std::string& config_path, const std::string& tokenizer_path,
@@ -191,8 +229,9 @@ int run_offloaded(const std::string& model_path, const std::string& config_path,
     auto [main, dense] = offload_passes(s, model_path, oo, q, threads, json);
     const std::string text = s.lm.tok->decode_all(main.tokens);
     if (json) {
-        nlohmann::json j{{"config", config_path}, {"method", s.lc.config.method.name}, {"device", s.device.name},
-                         {"text", text},          {"tokens", main.tokens},  {"offload", pass_json(main)}};
+        nlohmann::json j{{"config", config_path},   {"method", s.lc.config.method.name},
+                         {"device", s.device.name}, {"text", text},
+                         {"tokens", main.tokens},   {"offload", pass_json(main)}};
         if (dense) j["dense_offload"] = pass_json(*dense);
         print_json(j);
         return 0;
@@ -220,8 +259,11 @@ int eval_offloaded(const std::string& model_path, const std::string& config_path
     offload_interrupt guard;
     auto [main, dense] = offload_passes(s, model_path, oo, q, threads, json);
     if (json) {
-        nlohmann::json j{{"config", config_path}, {"method", s.lc.config.method.name}, {"device", s.device.name},
-                         {"prompt", prompt},      {"offload", pass_json(main)}};
+        nlohmann::json j{{"config", config_path},
+                         {"method", s.lc.config.method.name},
+                         {"device", s.device.name},
+                         {"prompt", prompt},
+                         {"offload", pass_json(main)}};
         if (dense) j["dense_offload"] = pass_json(*dense);
         print_json(j);
         return 0;

@@ -1,5 +1,5 @@
-// `sparselens probe-device [--size BYTES] [--dir D] --out this-machine.json`: this machine's storage and
-// memory measured as the simulator models them, written as a device profile (assets/devices format).
+// `sparselens probe-device [--size BYTES] [--dir D | --file F] --out this-machine.json`: this machine's storage
+// and memory measured as the simulator models them, written as a device profile (assets/devices format).
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -13,7 +13,7 @@ namespace sl::cli {
 namespace {
 
 struct probe_opts {
-    std::string size = "512MiB", dir, out;
+    std::string size = "512MiB", dir, file, out;
     double seconds = 0.4;
     bool json = false, save = false;
 };
@@ -22,6 +22,7 @@ int run_probe(const probe_opts& o) {
     offload::probe_params p;
     p.file_bytes = take(sim::parse_size(o.size));
     p.dir = o.dir.empty() ? offload::probe_default_dir() : o.dir;
+    p.file = o.file;
     p.seconds_per_point = o.seconds;
     offload_interrupt guard;
     p.progress = offload_progress("probe-device", o.json);
@@ -39,8 +40,8 @@ int run_probe(const probe_opts& o) {
         print_json(nlohmann::json::parse(text));
         return 0;
     }
-    std::printf("sequential O_DIRECT read: %.0f MB/s; DRAM read: %.1f GB/s\n", r.sequential_bytes_per_s / 1e6,
-                r.dram_bytes_per_s / 1e9);
+    std::printf("sequential O_DIRECT read: %.0f MB/s; DRAM read: %.1f GB/s%s%s\n", r.sequential_bytes_per_s / 1e6,
+                r.dram_bytes_per_s / 1e9, o.file.empty() ? "" : "; read-only on ", o.file.c_str());
     std::printf("random O_DIRECT reads (io_uring)   MB/s by queue depth\n%10s", "size");
     for (uint32_t q : p.depths) std::printf("  QD%-6u", q);
     std::printf("\n");
@@ -63,6 +64,9 @@ void register_probe_device(CLI::App& app, command_fn& run) {
     CLI::App* c = app.add_subcommand("probe-device", "Measure this machine's storage and DRAM as a device profile");
     c->add_option("--size", o->size, "Scratch file size (default 512MiB)");
     c->add_option("--dir", o->dir, "Folder for the scratch file (default: the cache directory); must allow O_DIRECT");
+    c->add_option("--file", o->file,
+                  "Probe this existing file read-only instead of a scratch file (e.g. a pack, as the run will find it)")
+        ->check(CLI::ExistingFile);
     c->add_option("--seconds", o->seconds, "Seconds per (read size, queue depth) point")->check(CLI::Range(0.05, 60.0));
     c->add_option("--out", o->out, "Write the profile here (assets/devices format)");
     c->add_flag("--save", o->save,
@@ -71,6 +75,7 @@ void register_probe_device(CLI::App& app, command_fn& run) {
     c->add_flag("--json", o->json, "Machine-readable output");
     c->callback([o, &run] {
         if (o->save && !o->out.empty()) throw CLI::ValidationError("--save and --out are exclusive");
+        if (!o->file.empty() && !o->dir.empty()) throw CLI::ValidationError("--file and --dir are exclusive");
         run = [o] { return run_probe(*o); };
     });
 }

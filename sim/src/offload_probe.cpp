@@ -99,35 +99,51 @@ result<probe_point> random_reads(int fd, io_uring& ring, uint64_t file_bytes, ui
 
 result<probe_result> probe_device(const probe_params& p) {
     constexpr uint64_t chunk = 1 << 20;
-    if (p.file_bytes < 16 * chunk) return error{"probe: --size must be at least 16 MiB"};
-    const uint64_t file_bytes = p.file_bytes / chunk * chunk;
-    std::error_code ec;
-    std::filesystem::create_directories(p.dir, ec);
-    scratch_file sf;
-    sf.path = (std::filesystem::path(p.dir) / (".sparselens-probe-" + std::to_string(::getpid()) + ".tmp")).string();
-    sf.fd = ::open(sf.path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_DIRECT | O_CLOEXEC, 0600);
-    if (sf.fd < 0) {
-        const std::string why = std::strerror(errno);
-        sf.path.clear();
-        return error{p.dir + ": cannot create a scratch file with O_DIRECT: " + why};
-    }
-    auto report = [&](float f) { return !p.progress || p.progress(f); };
-    auto cancelled = [] { return error{"probe cancelled", true}; };
-
-    // Write random bytes (not zeros, which some devices short-cut), 1 MiB at a time.
+    if (p.read_sizes.empty() || p.depths.empty()) return error{"probe: no read sizes or queue depths"};
     const uint32_t max_depth = *std::max_element(p.depths.begin(), p.depths.end());
     const uint32_t max_size = *std::max_element(p.read_sizes.begin(), p.read_sizes.end());
+    for (uint32_t size : p.read_sizes)
+        if (size == 0 || size % 4096) return error{"probe: read sizes must be whole 4 KiB pages"};
     aligned_buffer buf(std::max<uint64_t>(uint64_t{max_depth} * max_size, 32 * chunk));
     if (!buf.data) return error{"probe: out of memory"};
+    auto report = [&](float f) { return !p.progress || p.progress(f); };
+    auto cancelled = [] { return error{"probe cancelled", true}; };
     std::mt19937_64 rng(0x5eed);
-    for (uint64_t i = 0; i < chunk / 8; ++i) reinterpret_cast<uint64_t*>(buf.data)[i] = rng();
-    for (uint64_t off = 0; off < file_bytes; off += chunk) {
-        reinterpret_cast<uint64_t*>(buf.data)[0] = off;
-        if (::pwrite(sf.fd, buf.data, chunk, static_cast<off_t>(off)) != static_cast<ssize_t>(chunk))
-            return error{sf.path + ": write failed: " + std::strerror(errno)};
-        if (!report(0.2f * static_cast<float>(off + chunk) / static_cast<float>(file_bytes))) return cancelled();
+    scratch_file sf;
+    uint64_t file_bytes = 0;
+    std::string where = p.dir;
+    if (!p.file.empty()) {  // read-only: an existing file as it is
+        where = p.file;
+        sf.fd = ::open(p.file.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
+        if (sf.fd < 0) return error{p.file + ": cannot open with O_DIRECT: " + std::strerror(errno)};
+        const off_t size = ::lseek(sf.fd, 0, SEEK_END);
+        file_bytes = size > 0 ? static_cast<uint64_t>(size) / 4096 * 4096 : 0;
+        if (file_bytes < max_size)
+            return error{p.file + ": too small to probe with " + std::to_string(max_size) + "-byte reads"};
+    } else {
+        if (p.file_bytes < 16 * chunk) return error{"probe: --size must be at least 16 MiB"};
+        file_bytes = p.file_bytes / chunk * chunk;
+        std::error_code ec;
+        std::filesystem::create_directories(p.dir, ec);
+        sf.path =
+            (std::filesystem::path(p.dir) / (".sparselens-probe-" + std::to_string(::getpid()) + ".tmp")).string();
+        sf.fd = ::open(sf.path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_DIRECT | O_CLOEXEC, 0600);
+        if (sf.fd < 0) {
+            const std::string why = std::strerror(errno);
+            sf.path.clear();
+            return error{p.dir + ": cannot create a scratch file with O_DIRECT: " + why};
+        }
+        // Write random bytes (not zeros, which some devices short-cut), 1 MiB at a time.
+        for (uint64_t i = 0; i < chunk / 8; ++i) reinterpret_cast<uint64_t*>(buf.data)[i] = rng();
+        for (uint64_t off = 0; off < file_bytes; off += chunk) {
+            reinterpret_cast<uint64_t*>(buf.data)[0] = off;
+            if (::pwrite(sf.fd, buf.data, chunk, static_cast<off_t>(off)) != static_cast<ssize_t>(chunk))
+                return error{sf.path + ": write failed: " + std::strerror(errno)};
+            if (!report(0.2f * static_cast<float>(off + chunk) / static_cast<float>(file_bytes))) return cancelled();
+        }
+        if (::fsync(sf.fd) != 0) return error{sf.path + ": fsync failed: " + std::strerror(errno)};
     }
-    if (::fsync(sf.fd) != 0) return error{sf.path + ": fsync failed: " + std::strerror(errno)};
+    if (file_bytes < max_size) return error{where + ": smaller than the largest probe read"};
 
     probe_result r;
     io_uring ring{};
@@ -139,8 +155,8 @@ result<probe_result> probe_device(const probe_params& p) {
     } rg{&ring};
 
     // Sequential: the whole file in 1 MiB reads, 32 in flight.
-    {
-        auto rd = direct_reader::open(sf.path, "uring", 32);
+    if (p.sequential) {
+        auto rd = direct_reader::open(p.file.empty() ? sf.path : p.file, "uring", 32);
         if (!rd) return rd.err();
         const auto t0 = clock_type::now();
         for (uint64_t off = 0; off < file_bytes; off += 32 * chunk) {
@@ -158,8 +174,10 @@ result<probe_result> probe_device(const probe_params& p) {
             r.random.push_back(*pt);
             if (!report(0.3f + 0.6f * static_cast<float>(r.random.size()) / static_cast<float>(points))) return cancelled();
         }
-    r.dram_bytes_per_s = kernels::measure_read_bandwidth_gbs(p.dram_threads, int64_t{256} << 20, 3) * 1e9;
-    r.dram_total_bytes = mem_total_bytes();
+    if (p.dram) {
+        r.dram_bytes_per_s = kernels::measure_read_bandwidth_gbs(p.dram_threads, int64_t{256} << 20, 3) * 1e9;
+        r.dram_total_bytes = mem_total_bytes();
+    }
     if (!report(1.0f)) return cancelled();
 
     // The profile: what the runtime's batched reads see. A batch keeps up to 32 requests in flight, and
@@ -188,7 +206,7 @@ result<probe_result> probe_device(const probe_params& p) {
     sim::device_profile& d = r.profile;
     d.name = "this-machine";
     d.display_name = "this machine (measured)";
-    d.description = "Measured by sparselens probe-device: O_DIRECT reads through io_uring on " + p.dir;
+    d.description = "Measured by sparselens probe-device: O_DIRECT reads through io_uring on " + where;
     d.dram_bytes = r.dram_total_bytes;
     d.dram_bandwidth = r.dram_bytes_per_s;
     d.flash_bandwidth = bw;
@@ -199,6 +217,33 @@ result<probe_result> probe_device(const probe_params& p) {
     d.flash_merge_gap_pages = static_cast<int32_t>(std::min(256.0, per_read * bw / 4096.0));
     d.overlap_io_compute = false;
     return r;
+}
+
+probe_params probe_pack_params(const std::string& pack_path, double seconds_per_point) {
+    probe_params p;
+    p.file = pack_path;
+    // Large reads of 1 MiB (the runtime's largest piece), or for a smaller pack its largest power of two.
+    std::error_code ec;
+    const uint64_t size = std::filesystem::file_size(pack_path, ec);
+    uint32_t large = 1 << 20;
+    while (!ec && large > 8192 && large > size) large /= 2;
+    p.read_sizes = {4096, large};
+    p.depths = {1, 32};
+    p.seconds_per_point = seconds_per_point;
+    p.sequential = false;
+    p.dram = false;
+    return p;
+}
+
+sim::device_profile with_probed_flash(sim::device_profile device, const sim::device_profile& probed) {
+    device.flash_bandwidth = probed.flash_bandwidth;
+    device.flash_page_bytes = probed.flash_page_bytes;
+    device.flash_read_latency_s = probed.flash_read_latency_s;
+    device.flash_iops = probed.flash_iops;
+    device.flash_batch_latency_s = probed.flash_batch_latency_s;
+    device.flash_merge_gap_pages = probed.flash_merge_gap_pages;
+    device.overlap_io_compute = probed.overlap_io_compute;
+    return device;
 }
 
 std::string probe_profile_json(const probe_result& r, uint64_t scratch_file_bytes) {

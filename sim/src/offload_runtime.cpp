@@ -288,10 +288,13 @@ bool offload_runtime::load_stream(int32_t layer, size_t group, const std::vector
         for (uint32_t u : m_misses) m_pinned_misses += std::binary_search(pin.begin(), pin.end(), u) ? 1 : 0;
     }
     const uint64_t req0 = m_reader->requests();
+    const auto t_flight = clock_type::now();
     if (auto o = m_reader->start(m_reqs); !o) {
         m_error = o.message();
         return false;
     }
+    const bool reading = !m_reqs.empty();
+    if (reading) m_cur.submit_seconds += since(t_flight);
     // While the reads are in flight: free the evicted units' slots and stage the hits (they have slots;
     // this token's misses get theirs once read).
     const auto t_copy = clock_type::now();
@@ -324,6 +327,7 @@ bool offload_runtime::load_stream(int32_t layer, size_t group, const std::vector
         return false;
     }
     m_cur.io_seconds += since(t_io);
+    if (reading) m_cur.flight_seconds += since(t_flight);
     m_cur.bytes_read += cursor;
     m_cur.requests += m_reader->requests() - req0;
 

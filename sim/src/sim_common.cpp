@@ -26,7 +26,7 @@ uint32_t unit_bitset::count() const {
 }
 
 token_report token_cost(const device_profile& d, uint64_t dram_bytes, uint64_t flash_bytes, uint64_t flash_reads,
-                        double compute_s, uint64_t flash_batches) {
+                        double compute_s, uint64_t flash_batches, double overlapped_s) {
     token_report r;
     r.dram_bytes = dram_bytes;
     r.flash_bytes = flash_bytes;
@@ -39,7 +39,8 @@ token_report token_cost(const device_profile& d, uint64_t dram_bytes, uint64_t f
     if (d.flash_iops > 0) transfer = std::max(transfer, static_cast<double>(flash_reads) / d.flash_iops);
     r.flash_time_s = transfer + static_cast<double>(flash_reads) * d.flash_read_latency_s +
                      static_cast<double>(flash_batches) * d.flash_batch_latency_s;
-    r.latency_s = d.overlap_io_compute ? std::max(r.dram_time_s, r.flash_time_s) : r.dram_time_s + r.flash_time_s;
+    r.latency_s = d.overlap_io_compute ? std::max(r.dram_time_s, r.flash_time_s)
+                                       : r.dram_time_s + std::max(r.flash_time_s, overlapped_s);
     return r;
 }
 

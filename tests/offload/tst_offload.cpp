@@ -10,6 +10,7 @@
 #include <random>
 #include <sstream>
 
+#include "offload_harness.h"
 #include "sparselens/core/calibration.h"
 #include "sparselens/core/context.h"
 #include "sparselens/core/fingerprint.h"
@@ -19,7 +20,7 @@
 #include "sparselens/sim/offload_probe.h"
 #include "sparselens/sim/offload_runtime.h"
 #include "sparselens/sim/residency.h"
-#include "offload_harness.h"
+#include "sparselens/sim/simulator.h"
 #include "test_support.h"
 
 namespace {
@@ -47,8 +48,12 @@ const fixture& fx() {
     return f;
 }
 
-TEST(Offload, DipIsBitIdenticalToInRam) { expect_identical_to_in_ram(fx(), "dip", "dip", "auto"); }
-TEST(Offload, DipCaReadsTheRealCacheAndIsBitIdentical) { expect_identical_to_in_ram(fx(), "dip-ca", "dip", "auto"); }
+TEST(Offload, DipIsBitIdenticalToInRam) {
+    expect_identical_to_in_ram(fx(), "dip", "dip", "auto");
+}
+TEST(Offload, DipCaReadsTheRealCacheAndIsBitIdentical) {
+    expect_identical_to_in_ram(fx(), "dip-ca", "dip", "auto");
+}
 TEST(Offload, MergedRunsAreFewerReadsAndStillBitIdentical) {
     // DIP's masks do not depend on the cache, so the three runs miss the same units: merging runs that
     // share a page, then gaps of up to 3 pages, can only lower the number of reads.
@@ -115,8 +120,12 @@ TEST(Offload, PinnedHeavyHittersStayInTheCache) {
     expect_identical_to_in_ram(fx(), "dip-ca", "dip", "auto", -1, 0.1f, &cal);
 }
 
-TEST(Offload, PreadFallbackGivesTheSameRun) { expect_identical_to_in_ram(fx(), "dip-ca", "dip", "pread"); }
-TEST(Offload, GluWithStaticGateAndUp) { expect_identical_to_in_ram(fx(), "glu", "down_column", "auto"); }
+TEST(Offload, PreadFallbackGivesTheSameRun) {
+    expect_identical_to_in_ram(fx(), "dip-ca", "dip", "pread");
+}
+TEST(Offload, GluWithStaticGateAndUp) {
+    expect_identical_to_in_ram(fx(), "glu", "down_column", "auto");
+}
 
 TEST(Offload, PackRoundTripsAndNamesItsModel) {
     const std::string pack = pack_for(fx(), "bundle");
@@ -228,6 +237,46 @@ TEST(Offload, ProbeWritesAValidProfileAndRemovesItsScratchFile) {
     ASSERT_FALSE(c.ok());
     EXPECT_TRUE(c.cancelled());
     EXPECT_TRUE(fs::is_empty(p.dir));
+}
+
+TEST(Offload, ProbeOfAnExistingFileIsReadOnly) {
+    // A pack probed just before a run (run/eval --offload --probe): read where it lies, never written.
+    const std::string dir = scratch("probe-file"), path = dir + "/pack.bin";
+    fs::create_directories(dir);
+    std::vector<char> bytes(3u << 20);
+    std::mt19937 rng(7);
+    for (char& c : bytes) c = static_cast<char>(rng());
+    std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    const auto before = fs::last_write_time(path);
+    probe_params p = probe_pack_params(path, 0.05);
+    EXPECT_EQ(p.read_sizes.back(), 1u << 20);
+    const auto r = probe_device(p);
+    ASSERT_TRUE(r.ok()) << r.message();
+    EXPECT_EQ(r->random.size(), 4u);  // 4 KiB and 1 MiB at depths 1 and 32
+    EXPECT_GT(r->profile.flash_bandwidth, 0.0);
+    EXPECT_EQ(r->profile.dram_bandwidth, 0.0);  // flash only: the run keeps its profile's DRAM figures
+    const sim::device_profile merged = with_probed_flash(sim::sim_default_params().device, r->profile);
+    EXPECT_EQ(merged.flash_bandwidth, r->profile.flash_bandwidth);
+    EXPECT_EQ(merged.dram_bandwidth, sim::sim_default_params().device.dram_bandwidth);
+    EXPECT_TRUE(sim::device_validate(merged, "probe").ok());
+    EXPECT_EQ(fs::last_write_time(path), before);
+    std::ifstream in(path, std::ios::binary);
+    std::vector<char> after(bytes.size());
+    in.read(after.data(), static_cast<std::streamsize>(after.size()));
+    EXPECT_EQ(after, bytes);
+    EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1) << "no scratch file";
+
+    // A small pack (stories260K's is < 1 MiB) is probed with reads that fit it; a file smaller than the
+    // reads asked for is one line.
+    fs::resize_file(path, 300 * 1024);
+    p = probe_pack_params(path, 0.05);
+    EXPECT_EQ(p.read_sizes.back(), 256u * 1024u);
+    const auto small = probe_device(p);
+    EXPECT_TRUE(small.ok()) << small.message();
+    p.read_sizes = {4096, 1u << 20};
+    const auto too_small = probe_device(p);
+    ASSERT_FALSE(too_small.ok());
+    EXPECT_NE(too_small.message().find("too small"), std::string::npos) << too_small.message();
 }
 
 }  // namespace

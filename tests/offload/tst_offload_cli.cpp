@@ -119,6 +119,40 @@ TEST(OffloadCli, EvalOffloadReportsMeasuredNextToSimulatedWithMergedRuns) {
     expect_one_line_failure(bad, "needs --config");
 }
 
+TEST(OffloadCli, ProbeThePackJustBeforeAndSplitTheRunsTime) {
+    // --probe: the simulated column takes its flash figures from a probe of the pack made just before the
+    // run (the profile's 1 GB/s is replaced), and the run's time splits into read windows and the rest.
+    const std::string dev = scratch("slow-device.json");
+    std::ofstream(dev) << R"({"schema": "sparselens.device", "version": 1, "name": "slow-test", "dram_bytes": "2MB",
+        "dram_bandwidth": "10GB/s", "flash_bandwidth": "1GB/s", "flash_page_bytes": 4096, "flash_read_latency_s": 2e-5,
+        "flash_batch_latency_s": 1e-4, "flash_merge_gap_pages": 0, "overlap_io_compute": false})";
+    const auto r = run_cli(run_args("--dram 1.8MB --json --probe --device " + dev));
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out)["offload"];
+    const auto &m = j["measured"], &s = j["simulated"];
+    EXPECT_TRUE(s["flash_from_pack_probe"].get<bool>());
+    EXPECT_GT(s["flash_bandwidth"].get<double>(), 0.0);
+    EXPECT_NE(s["flash_bandwidth"].get<double>(), 1e9);
+    EXPECT_DOUBLE_EQ(m["bytes_read_per_token"].get<double>(), s["bytes_read_per_token"].get<double>());
+    // Waiting is part of the read windows; compute (outside them) plus the windows is the decode time.
+    const double window = m["read_window_seconds_per_token"].get<double>(),
+                 wait = m["io_seconds_per_token"].get<double>();
+    EXPECT_GT(window, 0.0);
+    EXPECT_LE(wait, window);
+    EXPECT_NEAR(m["overlapped_seconds_per_token"].get<double>(), window - wait, 1e-12);
+    const double per_token = 1.0 / m["tokens_per_s"].get<double>();
+    EXPECT_NEAR(m["compute_seconds_per_token"].get<double>() + window, per_token, 1e-6 + 1e-9 * per_token);
+    EXPECT_GT(m["read_bytes_per_s"].get<double>(), 0.0);
+    const auto plain = run_cli(run_args("--dram 1.8MB --json --device " + dev));
+    ASSERT_EQ(plain.code, 0) << plain.err;
+    const auto p = nlohmann::json::parse(plain.out)["offload"]["simulated"];
+    EXPECT_FALSE(p["flash_from_pack_probe"].get<bool>());
+    EXPECT_DOUBLE_EQ(p["flash_bandwidth"].get<double>(), 1e9);
+    const auto bad =
+        run_cli("run " + q("models/stories260K_f32.bin") + " -z " + q("models/tok512.bin") + " --probe -n 4");
+    EXPECT_EQ(bad.code, 2);
+}
+
 TEST(OffloadCli, BudgetBelowTheResidentPart) {
     expect_one_line_failure(run_cli(run_args("--dram 100KB")), "is below the resident part");
 }

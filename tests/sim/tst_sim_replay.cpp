@@ -124,6 +124,13 @@ TEST(SimReplay, LatencyRule) {
     EXPECT_DOUBLE_EQ(token_cost(d, 1000, 50, 2).flash_time_s, 6.0);
     d.flash_iops = 0.25;  // 2 reads need 8 s: the IOPS ceiling dominates the 5 s transfer
     EXPECT_DOUBLE_EQ(token_cost(d, 1000, 50, 2).flash_time_s, 9.0);
+    // Work done while the reads are in flight hides under them (no device overlap: dram + max(flash, work)).
+    d.flash_iops = 0;
+    EXPECT_DOUBLE_EQ(token_cost(d, 1000, 50, 2, 0, 0, 4.0).latency_s, 16.0);     // 10 + max(6, 4)
+    EXPECT_DOUBLE_EQ(token_cost(d, 1000, 50, 2, 0, 0, 7.5).latency_s, 17.5);     // 10 + max(6, 7.5)
+    EXPECT_DOUBLE_EQ(token_cost(d, 1000, 50, 2, 12.0, 0, 4.0).latency_s, 18.0);  // compute 12 > DRAM 10
+    d.overlap_io_compute = true;  // the device overlaps everything: unchanged max(dram, flash)
+    EXPECT_DOUBLE_EQ(token_cost(d, 1000, 50, 2, 0, 0, 4.0).latency_s, 10.0);
 }
 
 trace small_trace(uint32_t tokens, const mlp_layout& l, double density = 0.3, uint64_t seed = 1) {

@@ -85,6 +85,7 @@ result<std::shared_ptr<offload_verify_result>> engine::verify_offload(const offl
     q.budget = req.dram_bytes ? req.dram_bytes : cfg->device.dram_bytes;
     if (q.budget == 0) return error{"the run has no simulated device: give a DRAM budget for the offloaded run"};
     q.device = *device;
+    q.probe_pack = true;  // the profile's flash figures are from whenever it was probed; the pack's are from now
     // Greedy from the opening words of the evaluation text, as `eval --offload` does.
     std::string prompt = text->bytes.substr(0, 32);
     if (const size_t sp = prompt.find_last_of(" \n"); sp != std::string::npos && sp > 0) prompt.resize(sp);
@@ -115,6 +116,9 @@ result<std::shared_ptr<offload_verify_result>> engine::verify_offload(const offl
     out->sim_hit_rate = r->sim_hit_rate;
     out->io_wait_share = r->io_wait_share;
     out->sim_io_wait_share = r->sim_io_wait_share;
+    out->read_bytes_per_s = r->read_bytes_per_s;
+    out->sim_flash_bytes_per_s = r->device.flash_bandwidth;
+    out->flash_probed = r->probed;
     out->text = m_tok->decode_all(r->tokens);
     return out;
 }

@@ -22,15 +22,19 @@ QString bytes_text(double b) {
     return QStringLiteral("%1 B").arg(b, 0, 'f', 0);
 }
 
-QString percent(double f) { return QStringLiteral("%1%").arg(100.0 * f, 0, 'f', 1); }
+QString percent(double f) {
+    return QStringLiteral("%1%").arg(100.0 * f, 0, 'f', 1);
+}
 
 }  // namespace
 
 OffloadVerifyBox::OffloadVerifyBox(QWidget* parent) : QWidget(parent) {
     m_verify = new QPushButton(tr("Verify on this machine"), this);
-    m_verify->setToolTip(tr("Run the selected run's deployment config with its MLP weights read from storage "
-                            "(O_DIRECT) under the DRAM budget, and compare with the simulator using this "
-                            "machine's probed profile (sparselens probe-device --save)"));
+    m_verify->setToolTip(
+        tr("Run the selected run's deployment config with its MLP weights read from storage "
+           "(O_DIRECT) under the DRAM budget, and compare with the simulator using this "
+           "machine's probed profile (sparselens probe-device --save), its flash figures taken "
+           "from a one-second probe of the pack just before the run"));
     m_budget = new QLineEdit(this);
     m_budget->setPlaceholderText(tr("DRAM budget (empty: the run's device)"));
     m_budget->setToolTip(tr("DRAM for the offloaded run, e.g. 600MB: resident part plus MLP caches"));
@@ -41,9 +45,10 @@ OffloadVerifyBox::OffloadVerifyBox(QWidget* parent) : QWidget(parent) {
     m_progress->setMaximumHeight(12);
     m_cancel = new QPushButton(tr("Cancel"), this);
     m_probe = new QPushButton(tr("Probe this machine"), this);
-    m_probe->setToolTip(tr("Measure this machine's storage and memory as the simulator models them (what "
-                           "`sparselens probe-device --save` does: a 512 MiB scratch file in ~/.cache/sparselens, "
-                           "about 10 s) and save the profile Verify uses"));
+    m_probe->setToolTip(
+        tr("Measure this machine's storage and memory as the simulator models them (what "
+           "`sparselens probe-device --save` does: a 512 MiB scratch file in ~/.cache/sparselens, "
+           "about 10 s) and save the profile Verify uses"));
     m_result = new QLabel(this);
     m_result->setTextInteractionFlags(Qt::TextSelectableByMouse);
     m_result->setWordWrap(true);
@@ -79,11 +84,12 @@ void OffloadVerifyBox::attach(EngineController* c) {
         m_last = r;
         m_result->setText(resultTable(*r));
     });
-    connect(c, &EngineController::taskFinished, this, [this, task, probe](const QString& t, bool ok, const QString& msg) {
-        if (t != task && t != probe) return;
-        setRunning(false);
-        if (!ok || t == probe) m_result->setText(msg.toHtmlEscaped());
-    });
+    connect(c, &EngineController::taskFinished, this,
+            [this, task, probe](const QString& t, bool ok, const QString& msg) {
+                if (t != task && t != probe) return;
+                setRunning(false);
+                if (!ok || t == probe) m_result->setText(msg.toHtmlEscaped());
+            });
     connect(c, &EngineController::modelLoaded, this, [this] { updateButton(); });
     updateButton();
 }
@@ -101,8 +107,8 @@ void OffloadVerifyBox::startVerify() {
     if (!b.isEmpty()) {
         auto size = sim::parse_size(b.toStdString());
         if (!size || *size == 0) {
-            m_result->setText(tr("DRAM budget \"%1\": %2").arg(b, size ? tr("must be positive")
-                                                                       : QString::fromStdString(size.message()))
+            m_result->setText(tr("DRAM budget \"%1\": %2")
+                                  .arg(b, size ? tr("must be positive") : QString::fromStdString(size.message()))
                                   .toHtmlEscaped());
             return;
         }
@@ -157,6 +163,10 @@ QString OffloadVerifyBox::resultTable(const offload_verify_result& r) {
     t += row(tr("bytes read/token"), bytes_text(r.bytes_per_token), bytes_text(r.sim_bytes_per_token));
     t += row(tr("hit rate"), percent(r.hit_rate), percent(r.sim_hit_rate));
     t += row(tr("I/O wait"), percent(r.io_wait_share), percent(r.sim_io_wait_share));
+    t += row(tr("read rate"), QStringLiteral("%1 MB/s").arg(r.read_bytes_per_s / 1e6, 0, 'f', 0),
+             QStringLiteral("%1 MB/s%2")
+                 .arg(r.sim_flash_bytes_per_s / 1e6, 0, 'f', 0)
+                 .arg(r.flash_probed ? tr(" (pack probed just before)") : QString()));
     t += QStringLiteral("</table>");
     t += tr("Budget %1: resident %2 + caches %3%4; %5 decoded tokens")
              .arg(bytes_text(static_cast<double>(r.budget)), bytes_text(static_cast<double>(r.resident)),

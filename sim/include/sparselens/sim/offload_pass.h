@@ -18,17 +18,20 @@ namespace sl::offload {
 
 struct pass_request {
     const model* m = nullptr;
-    std::string model_sha256;            // the pack must have been made from this file ("": not checked)
+    std::string model_sha256;                    // the pack must have been made from this file ("": not checked)
     const sim::deploy_config* config = nullptr;  // cache policy and window, pinning, in-RAM decode speed
-    const calibration* calib = nullptr;  // heavy hitters when the config pins (method.pin_fraction > 0)
+    const calibration* calib = nullptr;          // heavy hitters when the config pins (method.pin_fraction > 0)
     sparsity_method* method = nullptr;
     std::string pack_path;
-    uint64_t budget = 0;                 // DRAM: resident part + MLP caches
-    sim::device_profile device;          // the simulated column (and the runtime's run merging)
+    uint64_t budget = 0;         // DRAM: resident part + MLP caches
+    sim::device_profile device;  // the simulated column (and the runtime's run merging)
+    // Probe the pack read-only just before the run (probe_pack_params, ~1 s) and take the flash figures
+    // of `device` from it: the simulated column then sees the storage in the state the run finds it.
+    bool probe_pack = false;
     std::string io = "auto";
-    bool verify = true;                  // checksum pass over the pack first
-    std::vector<int32_t> prompt;         // token ids, BOS included
-    int32_t steps = 48;                  // positions in all
+    bool verify = true;           // checksum pass over the pack first
+    std::vector<int32_t> prompt;  // token ids, BOS included
+    int32_t steps = 48;           // positions in all
     sampler_params sampling = sampler_default_params();
     int32_t bos_id = 1;
     int32_t threads = 0;
@@ -38,6 +41,8 @@ struct pass_request {
 
 struct pass_result {
     std::string label, pack, io_backend;
+    sim::device_profile device;  // the simulated column's device (with the pack probe's flash figures)
+    bool probed = false;
     std::vector<int32_t> tokens;
     int32_t n_prompt = 0, n_decoded = 0;
     double decode_seconds = 0;
@@ -51,11 +56,16 @@ struct pass_result {
     uint64_t bytes_total = 0, proc_read_bytes = 0;
     // Simulated over the same positions.
     double sim_tokens_per_s = 0, sim_bytes_per_token = 0, sim_hit_rate = 0, sim_reads_per_token = 0;
-    double sim_flash_s_per_token = 0, io_s_per_token = 0, compute_s_per_token = 0;
-    // With the compute term (sim::token_cost's compute_s): this run's time outside I/O waits, and the
-    // in-RAM decode speed the config measured (0 when it has none).
+    // io: waiting for reads; compute: the decode time outside the read windows; overlapped: work done
+    // inside them (submission and the staging of cached units while the device reads).
+    double sim_flash_s_per_token = 0, io_s_per_token = 0, compute_s_per_token = 0, overlapped_s_per_token = 0;
+    // Measured read windows (submission to completion of each batch, summed) and the rate the device
+    // delivered in them: bytes read / window.
+    double flight_s_per_token = 0, submit_s_per_token = 0, read_bytes_per_s = 0;
+    // With the compute term (sim::token_cost's compute_s and overlapped_s): this run's time outside and
+    // inside its read windows, and the in-RAM decode speed the config measured (0 when it has none).
     double sim_tokens_per_s_run_compute = 0, sim_tokens_per_s_config_compute = 0;
-    double sim_io_wait_share = 0;  // predicted flash time / predicted token time (with this run's compute)
+    double sim_io_wait_share = 0;  // predicted wait (flash time beyond the overlapped work) / predicted token time
     bool same_capacity = true;
 };
 

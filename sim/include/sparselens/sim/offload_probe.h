@@ -1,6 +1,6 @@
 // Measures this machine's storage and memory the way the simulator models them: O_DIRECT random reads
 // of 4 KiB … 1 MiB at queue depths 1 … 32 (io_uring), a sequential read and the DRAM read bandwidth,
-// on a scratch file that is removed afterwards.
+// on a scratch file that is removed afterwards (or, read-only, on a given file).
 #pragma once
 
 #include <cstdint>
@@ -15,6 +15,12 @@ namespace sl::offload {
 struct probe_params {
     uint64_t file_bytes = uint64_t{512} << 20;  // scratch file size
     std::string dir;                            // where the scratch file goes (must allow O_DIRECT)
+    // Read this existing file instead (nothing is written; at least 16 MiB). A pack probed just before
+    // an offloaded run is read in the state the run finds it: a virtual disk's host caches make reads of
+    // recently written or read data 1.5-2.5x faster than of cold data (docs/offload.md).
+    std::string file;
+    bool sequential = true;  // the whole-file sequential pass (notes only; the profile's B comes from the fit)
+    bool dram = true;        // measure the DRAM read bandwidth (else dram_* stay 0)
     std::vector<uint32_t> read_sizes{4096, 16384, 65536, 262144, 1 << 20};
     std::vector<uint32_t> depths{1, 4, 16, 32};
     double seconds_per_point = 0.4;
@@ -37,6 +43,14 @@ struct probe_result {
 };
 
 result<probe_result> probe_device(const probe_params& p);
+
+// The short read-only probe of a pack taken just before an offloaded run (`--probe`): 4 KiB reads at
+// depths 1 and 32 and 1 MiB reads at depth 32, `seconds_per_point` each (~1 s in all), no sequential pass,
+// no DRAM measurement. Its profile's flash_* fields are what the run's simulated column uses.
+probe_params probe_pack_params(const std::string& pack_path, double seconds_per_point = 0.3);
+
+// `device` with the flash figures (bandwidth, per-read and per-batch cost, merge gap) of a probe.
+sim::device_profile with_probed_flash(sim::device_profile device, const sim::device_profile& probed);
 
 // The profile file of a probe (assets/devices format: every profile field, the device-file header and the
 // raw measurements under "notes"), as JSON text.

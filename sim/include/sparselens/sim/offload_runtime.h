@@ -53,6 +53,10 @@ struct offload_token {
     uint64_t cache_bytes = 0;  // resident units' bytes after the token
     double io_seconds = 0;     // waiting for reads
     double copy_seconds = 0;   // cache fills and staging copies
+    // Reads in flight: from the start of each batch's submission to its completion, summed over the
+    // batches (the window the device worked in; io_seconds is the part of it the engine waited).
+    double flight_seconds = 0;
+    double submit_seconds = 0;  // inside the submission call itself (part of flight_seconds)
 };
 
 class offload_runtime final : public mlp_weight_source, public residency_source {

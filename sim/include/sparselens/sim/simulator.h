@@ -77,10 +77,12 @@ struct run_report {
 
 // The latency rule for one token (docs/simulator.md): t_dram = dram/B_dram,
 // t_flash = max(flash/B_flash, reads/iops) + reads*latency + batches*batch_latency, latency = max or sum
-// (overlap). compute_s (optional): measured engine time per token without I/O; t_dram = max(dram/B_dram,
-// compute_s).
+// (overlap). compute_s (optional): measured engine time per token outside the reads; t_dram =
+// max(dram/B_dram, compute_s). overlapped_s (optional): engine work done while the reads are in flight
+// (the offload runtime stages its cached units between submitting a batch and waiting for it); without
+// device overlap the reads then cost max(t_flash, overlapped_s) instead of t_flash on top of it.
 token_report token_cost(const device_profile& d, uint64_t dram_bytes, uint64_t flash_bytes, uint64_t flash_reads,
-                        double compute_s = 0, uint64_t flash_batches = 0);
+                        double compute_s = 0, uint64_t flash_batches = 0, double overlapped_s = 0);
 
 // One read of a batch: pages [first_page, first_page + n_pages) of a stream's region (units packed from a
 // page-aligned start), serving misses [first_miss, end_miss) (indices into the ascending miss list).

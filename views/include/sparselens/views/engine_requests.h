@@ -111,6 +111,10 @@ struct offload_verify_result {
     double bytes_per_token = 0, sim_bytes_per_token = 0;
     double hit_rate = 0, sim_hit_rate = 0;
     double io_wait_share = 0, sim_io_wait_share = 0;
+    // The read rate the run's batches got, and the flash bandwidth the simulated column used (from the
+    // short probe of the pack just before the run: storage speed moves with the host's caches and load).
+    double read_bytes_per_s = 0, sim_flash_bytes_per_s = 0;
+    bool flash_probed = false;
     std::string text;  // the generated text
 };
 
