@@ -37,12 +37,13 @@ struct run_opts_offload {
     bool verify = true;
     bool dense_baseline = false;
     bool probe = false;  // probe the pack read-only just before each pass (its flash figures)
+    double budget_mlp_share = -1;  // from --dram +P%: resident part + this share of the pack's MLP bytes
 };
 
 // --offload, --pack, --dram, --device, --io, --no-verify, --dense-baseline (run and eval); the check
 // refuses the others without --offload.
 void add_offload_options(CLI::App* c, bool& offload, run_opts_offload& oo);
-void check_offload_options(bool offload, const run_opts_offload& oo);
+void check_offload_options(bool offload, run_opts_offload& oo);
 
 struct generation_request;
 // cli_offload_run.cpp: `run --offload`.

@@ -68,7 +68,9 @@ nlohmann::json pass_json(const pass_result& r) {
               {"flash_read_latency_s", r.device.flash_read_latency_s},
               {"flash_batch_latency_s", r.device.flash_batch_latency_s},
               {"flash_merge_gap_pages", r.device.flash_merge_gap_pages},
-              {"flash_from_pack_probe", r.probed}}}};
+              {"flash_from_pack_probe", r.probed},
+              {"flash_bandwidth_probed_before", r.flash_probe_bandwidth[0]},
+              {"flash_bandwidth_probed_after", r.flash_probe_bandwidth[1]}}}};
 }
 
 pass_result offload_pass(const loaded_model& lm, const std::string& sha, const sim::deploy_config& c,
@@ -83,6 +85,7 @@ pass_result offload_pass(const loaded_model& lm, const std::string& sha, const s
     rq.method = &method;
     rq.pack_path = pack_path;
     rq.budget = budget;
+    rq.budget_mlp_share = oo.budget_mlp_share;
     rq.device = device;
     rq.io = oo.io;
     rq.verify = oo.verify;
@@ -145,7 +148,7 @@ offload_session open_offload(const std::string& model_path, const std::string& c
     if (s.device.name.empty())
         throw cli_error("--offload: the config has no device; give --device PROFILE for the prediction");
     s.budget = s.device.dram_bytes;
-    if (!oo.dram.empty()) s.budget = take(sim::parse_size(oo.dram));
+    if (!oo.dram.empty() && oo.budget_mlp_share < 0) s.budget = take(sim::parse_size(oo.dram));
     return s;
 }
 
@@ -190,8 +193,13 @@ void print_eval_table(const pass_result& r) {
     std::printf("  %-18s %14.0f %14.0f\n", "reads/token", r.runs_per_token, r.sim_reads_per_token);
     std::printf("  %-18s %14.4f %14.4f   (measured: batches submitted .. complete; of it waiting %.4f)\n",
                 "read time/token s", r.flight_s_per_token, r.sim_flash_s_per_token, r.io_s_per_token);
-    std::printf("  %-18s %14.0f %14.0f   (simulated: the %s)\n", "read MB/s", r.read_bytes_per_s / 1e6,
-                r.device.flash_bandwidth / 1e6, r.probed ? "pack probed just before" : "profile's flash bandwidth");
+    if (r.probed)
+        std::printf("  %-18s %14.0f %14.0f   (simulated: the pack probed before / after the run: %.0f / %.0f)\n",
+                    "read MB/s", r.read_bytes_per_s / 1e6, r.device.flash_bandwidth / 1e6,
+                    r.flash_probe_bandwidth[0] / 1e6, r.flash_probe_bandwidth[1] / 1e6);
+    else
+        std::printf("  %-18s %14.0f %14.0f   (simulated: the profile's flash bandwidth)\n", "read MB/s",
+                    r.read_bytes_per_s / 1e6, r.device.flash_bandwidth / 1e6);
     std::printf("  /proc/self/io read_bytes %llu, counted %llu\n", static_cast<unsigned long long>(r.proc_read_bytes),
                 static_cast<unsigned long long>(r.bytes_total));
 }
@@ -203,7 +211,8 @@ void add_offload_options(CLI::App* c, bool& offload, run_opts_offload& oo) {
                 "Read MLP weights from the pack with O_DIRECT under a DRAM budget (docs/offload.md)");
     c->add_option("--pack", oo.pack_path, "MLP pack (default: MODEL.<layout>.slpack, written by sparselens pack)");
     c->add_option("--dram", oo.dram,
-                  "DRAM budget for the offloaded run, e.g. 400MB (default: the device's dram_bytes)");
+                  "DRAM budget for the offloaded run, e.g. 400MB, or +50% for the run's resident part plus half of "
+                  "the pack's MLP bytes (default: the device's dram_bytes)");
     c->add_option("--device", oo.device,
                   "Device profile for the simulated column (name or JSON; default: the config's)");
     c->add_option("--io", oo.io, "I/O backend: auto, uring, pread");
@@ -215,7 +224,16 @@ void add_offload_options(CLI::App* c, bool& offload, run_opts_offload& oo) {
                 "Also run dense offload (every missing weight read; needs MODEL.bundle.slpack) at the same budget");
 }
 
-void check_offload_options(bool offload, const run_opts_offload& oo) {
+void check_offload_options(bool offload, run_opts_offload& oo) {
+    // "+P%": resident part + P% of the pack's MLP bytes, resolved per pass once the resident part is known.
+    if (oo.dram.size() > 2 && oo.dram.front() == '+' && oo.dram.back() == '%') {
+        const std::string num = oo.dram.substr(1, oo.dram.size() - 2);
+        char* end = nullptr;
+        const double pct = std::strtod(num.c_str(), &end);
+        if (end != num.c_str() + num.size() || !(pct >= 0.0 && pct <= 100.0))
+            throw CLI::ValidationError("--dram " + oo.dram + ": a share of the MLP must be +0% .. +100%");
+        oo.budget_mlp_share = pct / 100.0;
+    }
     const bool offload_only = !oo.pack_path.empty() || !oo.dram.empty() || !oo.device.empty() || oo.dense_baseline ||
                               oo.io != "auto" || !oo.verify || oo.probe;
     if (offload_only && !offload) throw CLI::ValidationError("--pack/--dram/--device/--io/--probe need --offload");

@@ -20,7 +20,9 @@ bool neuron_kind(sim::unit_kind k) {
 }
 
 // The per-token figures of the runtime and of the simulator over the decoded positions.
-void summarise(pass_result& r, const offload_runtime& rt, const sim::run_report& sr, const sim::sim_params& sp,
+// The simulated times are recomputed here with `dev` (which may be another storage probe than the one
+// the lockstep simulator started with); bytes, reads and batches are the simulator's own.
+void summarise(pass_result& r, const offload_runtime& rt, const sim::run_report& sr, const sim::device_profile& dev,
                double cfg_cpu_tokens_per_s) {
     const auto& mt = rt.tokens();
     const size_t n = std::min<size_t>({static_cast<size_t>(r.n_decoded), mt.size(), sr.tokens.size()});
@@ -42,7 +44,7 @@ void summarise(pass_result& r, const offload_runtime& rt, const sim::run_report&
         r.bytes_per_token += static_cast<double>(t.bytes_read);
         sh += s.hits;
         sm += s.misses;
-        lat += s.latency_s;
+        lat += sim::token_cost(dev, s.dram_bytes, s.flash_bytes, s.flash_reads, 0, s.flash_batches).latency_s;
         sb += static_cast<double>(s.flash_bytes);
         sreads += static_cast<double>(s.flash_reads);
     }
@@ -73,12 +75,12 @@ void summarise(pass_result& r, const offload_runtime& rt, const sim::run_report&
     double lat_run = 0, lat_cfg = 0, flash_t = 0;
     for (size_t i = 0; i < n; ++i) {
         const sim::token_report& s = sr.tokens[s0 + i];
-        r.sim_flash_s_per_token += s.flash_time_s / dn;
-        flash_t += std::max(0.0, s.flash_time_s - r.overlapped_s_per_token);  // the part not hidden by staging
-        lat_run += sim::token_cost(sp.device, s.dram_bytes, s.flash_bytes, s.flash_reads, r.compute_s_per_token,
-                                   s.flash_batches, r.overlapped_s_per_token)
-                       .latency_s;
-        lat_cfg += sim::token_cost(sp.device, s.dram_bytes, s.flash_bytes, s.flash_reads, cfg_compute, s.flash_batches)
+        const sim::token_report run = sim::token_cost(dev, s.dram_bytes, s.flash_bytes, s.flash_reads,
+                                                      r.compute_s_per_token, s.flash_batches, r.overlapped_s_per_token);
+        r.sim_flash_s_per_token += run.flash_time_s / dn;
+        flash_t += std::max(0.0, run.flash_time_s - r.overlapped_s_per_token);  // the part not hidden by staging
+        lat_run += run.latency_s;
+        lat_cfg += sim::token_cost(dev, s.dram_bytes, s.flash_bytes, s.flash_reads, cfg_compute, s.flash_batches)
                        .latency_s;
     }
     r.sim_tokens_per_s_run_compute = lat_run > 0 ? static_cast<double>(n) / lat_run : 0;
@@ -159,6 +161,9 @@ result<pass_result> offload_pass(const pass_request& q) {
     offload_runtime& rt = **rt_r;
     ctx->set_mlp_source(&rt);
     ctx->set_method(q.method);
+    if (q.budget_mlp_share >= 0)
+        rt.set_budget_bytes(rt.resident_part(ctx->layout_bytes()).total() +
+                            static_cast<uint64_t>(q.budget_mlp_share * static_cast<double>(pack->mlp_bytes())));
     if (outcome a = rt.allocate(ctx->layout_bytes()); !a) return a.err();
     ctx->set_residency(&rt);
 
@@ -188,7 +193,6 @@ result<pass_result> offload_pass(const pass_request& q) {
 
     pass_result r;
     r.label = q.method->name();
-    r.device = device;
     r.probed = q.probe_pack;
     r.pack = q.pack_path;
     r.io_backend = rt.io_backend();
@@ -197,7 +201,7 @@ result<pass_result> offload_pass(const pass_request& q) {
     r.n_decoded = gr->n_decoded;
     r.decode_seconds = gr->decode_seconds;
     r.resident = rt.resident();
-    r.budget = q.budget;
+    r.budget = rt.budget_bytes();
     r.cache_capacity = rt.cache_capacity_bytes();
     r.peak_cache = rt.peak_cache_bytes();
     r.pinned_units = rt.pinned_units();
@@ -206,7 +210,16 @@ result<pass_result> offload_pass(const pass_request& q) {
     r.proc_read_bytes = io1 - io0;
     const sim::run_report sr = (*simres)->sim().report();
     r.same_capacity = sr.alloc.stream_capacity == rt.alloc().stream_capacity;
-    summarise(r, rt, sr, sp, c.expected.cpu_tokens_per_s);
+    if (q.probe_pack) {  // again after the run: the simulated column uses the two probes' mean
+        probe_params pp = probe_pack_params(q.pack_path);
+        auto after = probe_device(pp);
+        if (!after) return after.err();
+        r.flash_probe_bandwidth[0] = device.flash_bandwidth;
+        r.flash_probe_bandwidth[1] = after->profile.flash_bandwidth;
+        device = average_flash(device, after->profile);
+    }
+    r.device = device;
+    summarise(r, rt, sr, device, c.expected.cpu_tokens_per_s);
     return r;
 }
 

@@ -246,6 +246,14 @@ sim::device_profile with_probed_flash(sim::device_profile device, const sim::dev
     return device;
 }
 
+sim::device_profile average_flash(sim::device_profile a, const sim::device_profile& b) {
+    if (a.flash_bandwidth > 0 && b.flash_bandwidth > 0)
+        a.flash_bandwidth = 2.0 / (1.0 / a.flash_bandwidth + 1.0 / b.flash_bandwidth);
+    a.flash_read_latency_s = 0.5 * (a.flash_read_latency_s + b.flash_read_latency_s);
+    a.flash_batch_latency_s = 0.5 * (a.flash_batch_latency_s + b.flash_batch_latency_s);
+    return a;
+}
+
 std::string probe_profile_json(const probe_result& r, uint64_t scratch_file_bytes) {
     nlohmann::json points = nlohmann::json::array();
     for (const probe_point& pt : r.random)

@@ -145,10 +145,9 @@ result<std::unique_ptr<offload_runtime>> offload_runtime::create(const model& m,
     return rt;
 }
 
-outcome offload_runtime::allocate(uint64_t extra_resident) {
+resident_parts offload_runtime::resident_part(uint64_t extra_resident) const {
     const model& m = *m_model;
-    resident_parts& r = m_resident;
-    r = {};
+    resident_parts r;
     for (const layer_weights& lw : m.layers) {
         r.attention += static_cast<uint64_t>(lw.wq.bytes() + lw.wk.bytes() + lw.wv.bytes() + lw.wo.bytes());
         for (int i = 0; i < 3; ++i)
@@ -161,8 +160,14 @@ outcome offload_runtime::allocate(uint64_t extra_resident) {
     r.kv_cache = 2 * m.layers.size() * static_cast<uint64_t>(m_params.n_ctx) * static_cast<uint64_t>(m.hp.kv_dim()) *
                  sizeof(float);
     r.work_buffers = m_bounce.size;
-    for (auto& per_matrix : m_staging)
-        for (aligned_buffer& b : per_matrix) r.work_buffers += b.size;
+    for (const auto& per_matrix : m_staging)
+        for (const aligned_buffer& b : per_matrix) r.work_buffers += b.size;
+    return r;
+}
+
+outcome offload_runtime::allocate(uint64_t extra_resident) {
+    m_resident = resident_part(extra_resident);
+    const resident_parts& r = m_resident;
     if (m_params.dram_bytes < r.total())
         return error{"--dram " + std::to_string(m_params.dram_bytes) + " bytes is below the resident part of " +
                      std::to_string(r.total()) + " bytes (attention " + std::to_string(r.attention) + ", embeddings " +

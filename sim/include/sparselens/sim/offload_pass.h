@@ -24,9 +24,14 @@ struct pass_request {
     sparsity_method* method = nullptr;
     std::string pack_path;
     uint64_t budget = 0;         // DRAM: resident part + MLP caches
+    // >= 0: the budget is the run's resident part plus this share of the pack's MLP bytes instead (the
+    // acceptance runs of docs/offload.md use 0.5: each configuration gets caches of half its MLP).
+    double budget_mlp_share = -1;
     sim::device_profile device;  // the simulated column (and the runtime's run merging)
-    // Probe the pack read-only just before the run (probe_pack_params, ~1 s) and take the flash figures
-    // of `device` from it: the simulated column then sees the storage in the state the run finds it.
+    // Probe the pack read-only just before the run (probe_pack_params, ~1 s; its merge gap plans the
+    // run's reads) and again right after it, and take the flash figures of the simulated column from the
+    // two probes' mean: it then sees the storage in the state the run found it (a virtual disk moves by
+    // +-20% from one second to the next, and 2x with the host's caches).
     bool probe_pack = false;
     std::string io = "auto";
     bool verify = true;           // checksum pass over the pack first
@@ -41,8 +46,9 @@ struct pass_request {
 
 struct pass_result {
     std::string label, pack, io_backend;
-    sim::device_profile device;  // the simulated column's device (with the pack probe's flash figures)
+    sim::device_profile device;  // the simulated column's device (with the pack probes' flash figures)
     bool probed = false;
+    double flash_probe_bandwidth[2] = {0, 0};  // the probes before and after the run
     std::vector<int32_t> tokens;
     int32_t n_prompt = 0, n_decoded = 0;
     double decode_seconds = 0;

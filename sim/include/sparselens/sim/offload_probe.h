@@ -51,6 +51,9 @@ probe_params probe_pack_params(const std::string& pack_path, double seconds_per_
 
 // `device` with the flash figures (bandwidth, per-read and per-batch cost, merge gap) of a probe.
 sim::device_profile with_probed_flash(sim::device_profile device, const sim::device_profile& probed);
+// `a` with flash figures between its own and `b`'s: the mean time per byte, per read and per batch
+// (a's merge gap is kept: it planned the reads).
+sim::device_profile average_flash(sim::device_profile a, const sim::device_profile& b);
 
 // The profile file of a probe (assets/devices format: every profile field, the device-file header and the
 // raw measurements under "notes"), as JSON text.

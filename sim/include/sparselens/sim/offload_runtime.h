@@ -70,6 +70,9 @@ public:
     // copies) joins the resident part; the rest of the budget becomes the caches. A budget below the
     // resident part is an error.
     outcome allocate(uint64_t extra_resident);
+    // The resident part allocate() would count with `extra_resident` (nothing is allocated): what a budget
+    // must cover before any MLP unit is cached.
+    resident_parts resident_part(uint64_t extra_resident) const;
 
     // mlp_weight_source
     bool fetch(int32_t layer, stage st, const layer_masks& masks, mlp_views& out) override;
@@ -85,6 +88,7 @@ public:
     const resident_parts& resident() const { return m_resident; }
     uint64_t cache_capacity_bytes() const { return m_cache_capacity; }  // sum of stream capacities * unit bytes
     uint64_t budget_bytes() const { return m_params.dram_bytes; }
+    void set_budget_bytes(uint64_t bytes) { m_params.dram_bytes = bytes; }  // before allocate()
     uint64_t peak_cache_bytes() const { return m_peak_cache; }
     const sim::memory_map& map() const { return m_map; }
     const sim::allocation& alloc() const { return m_alloc; }
