@@ -38,6 +38,7 @@ struct run_opts_offload {
     bool dense_baseline = false;
     bool probe = false;  // probe the pack read-only just before each pass (its flash figures)
     double budget_mlp_share = -1;  // from --dram +P%: resident part + this share of the pack's MLP bytes
+    bool prefetch = true;          // --no-prefetch turns GRIFFIN's next-layer reads off (for A/B runs)
 };
 
 // --offload, --pack, --dram, --device, --io, --no-verify, --dense-baseline (run and eval); the check

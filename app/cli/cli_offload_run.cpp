@@ -35,6 +35,7 @@ nlohmann::json pass_json(const pass_result& r) {
               {"work_buffers", r.resident.work_buffers},
               {"total", r.resident.total()}}},
             {"cache_capacity_bytes", r.cache_capacity},
+            {"prefetched_layers", r.prefetched_layers},
             {"peak_cache_bytes", r.peak_cache},
             {"pinned",
              {{"units", r.pinned_units}, {"bytes_read_once", r.pinned_bytes}, {"misses_after_load", r.pinned_misses}}},
@@ -90,6 +91,7 @@ pass_result offload_pass(const loaded_model& lm, const std::string& sha, const s
     rq.io = oo.io;
     rq.verify = oo.verify;
     rq.probe_pack = oo.probe;
+    rq.prefetch = oo.prefetch;
     rq.prompt = encode_prompt(lm, q.prompt);
     rq.steps = q.steps;
     rq.sampling.temperature = q.temperature;
@@ -200,6 +202,9 @@ void print_eval_table(const pass_result& r) {
     else
         std::printf("  %-18s %14.0f %14.0f   (simulated: the profile's flash bandwidth)\n", "read MB/s",
                     r.read_bytes_per_s / 1e6, r.device.flash_bandwidth / 1e6);
+    if (r.prefetched_layers)
+        std::printf("  prefetch: %llu layer loads started during the layer before\n",
+                    static_cast<unsigned long long>(r.prefetched_layers));
     std::printf("  /proc/self/io read_bytes %llu, counted %llu\n", static_cast<unsigned long long>(r.proc_read_bytes),
                 static_cast<unsigned long long>(r.bytes_total));
 }
@@ -220,6 +225,9 @@ void add_offload_options(CLI::App* c, bool& offload, run_opts_offload& oo) {
     c->add_flag("--probe", oo.probe,
                 "Probe the pack read-only just before the run (~1 s) and simulate with its flash figures instead of "
                 "the profile's: storage speed moves (host caches, other load), the prediction then sees this run's");
+    c->add_flag("!--no-prefetch", oo.prefetch,
+                "Do not start the next layer's reads during this layer's compute (GRIFFIN after the prompt knows "
+                "every layer's neurons ahead; this turns that off, for comparison)");
     c->add_flag("--dense-baseline", oo.dense_baseline,
                 "Also run dense offload (every missing weight read; needs MODEL.bundle.slpack) at the same budget");
 }
@@ -235,7 +243,7 @@ void check_offload_options(bool offload, run_opts_offload& oo) {
         oo.budget_mlp_share = pct / 100.0;
     }
     const bool offload_only = !oo.pack_path.empty() || !oo.dram.empty() || !oo.device.empty() || oo.dense_baseline ||
-                              oo.io != "auto" || !oo.verify || oo.probe;
+                              oo.io != "auto" || !oo.verify || oo.probe || !oo.prefetch;
     if (offload_only && !offload) throw CLI::ValidationError("--pack/--dram/--device/--io/--probe need --offload");
 }
 

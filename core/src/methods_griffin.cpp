@@ -26,6 +26,7 @@ public:
         method_traits t;
         t.neurons_pre = true;  // generation: the experts
         t.down_in = true;      // prompt: read the dense GLU (down_in is left all)
+        t.down_observe_only = true;
         t.fused = true;        // the experts' bundles stay in the compact buffer: copied once, then reused
         return t;
     }
@@ -57,6 +58,11 @@ public:
 
     void select_mlp_inputs(const token_info& t, std::span<const float>, layer_masks& m) override {
         if (!t.in_prompt && m_fixed) m.neurons_pre = m_experts[static_cast<size_t>(t.layer)];
+    }
+
+    const index_mask* planned_neurons(int32_t layer) const override {
+        if (!m_fixed || layer < 0 || static_cast<size_t>(layer) >= m_experts.size()) return nullptr;
+        return &m_experts[static_cast<size_t>(layer)];
     }
 
     // Prompt tokens run densely; each GLU row z is normalised to unit length (the relative activations

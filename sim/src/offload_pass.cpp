@@ -156,6 +156,7 @@ result<pass_result> offload_pass(const pass_request& q) {
     op.io_backend = q.io;
     op.merge_gap_pages = device.flash_merge_gap_pages;
     op.pinned = std::move(*pinned);
+    op.planner = q.prefetch ? q.method : nullptr;
     auto rt_r = offload_runtime::create(m, *pack, q.method->traits(), op);
     if (!rt_r) return rt_r.err();
     offload_runtime& rt = **rt_r;
@@ -207,6 +208,7 @@ result<pass_result> offload_pass(const pass_request& q) {
     r.pinned_units = rt.pinned_units();
     r.pinned_bytes = rt.pinned_bytes();
     r.pinned_misses = rt.pinned_misses();
+    r.prefetched_layers = rt.prefetches();
     r.proc_read_bytes = io1 - io0;
     const sim::run_report sr = (*simres)->sim().report();
     r.same_capacity = sr.alloc.stream_capacity == rt.alloc().stream_capacity;

@@ -63,11 +63,14 @@ struct offload_runtime::stream {
     }
 };
 
-offload_runtime::~offload_runtime() = default;
+offload_runtime::~offload_runtime() {
+    if (m_reader) drain_pending();  // the read buffer must outlive reads in flight
+}
 
 result<std::unique_ptr<offload_runtime>> offload_runtime::create(const model& m, pack_info pack,
                                                                  const method_traits& traits, const offload_params& p) {
-    if (traits.fused) return error{"offload: fused methods (sparsellm) keep their own bundle buffers; not offloaded"};
+    // Fused methods (GRIFFIN, SparseLLM) run the unfused kernels on the staged units under a weight source
+    // (context::set_method builds no fused buffers then): same masks, another f32 summation order.
     if (!p.pinned.empty() && p.pinned.size() != pack.regions.size())
         return error{"offload: pinned sets for " + std::to_string(p.pinned.size()) + " streams, the pack has " +
                      std::to_string(pack.regions.size())};
@@ -100,7 +103,7 @@ result<std::unique_ptr<offload_runtime>> offload_runtime::create(const model& m,
         const bool in = input_kind(pg.kind);
         // Units holding gate or up rows are needed before the neurons are final: only methods whose
         // neuron set is fixed by select_mlp_inputs can load them then.
-        if (!in && rows_seg && (traits.neurons_post || traits.down_in))
+        if (!in && rows_seg && (traits.neurons_post || (traits.down_in && !traits.down_observe_only)))
             return error{std::string("offload: unit kind ") + sim::unit_kind_name(pg.kind) +
                          " holds gate/up rows, but this method chooses neurons after computing them; "
                          "not supported by the offload runtime"};
@@ -275,33 +278,50 @@ bool offload_runtime::take_slot(stream& s, uint32_t u, const uint8_t* src) {
     return true;
 }
 
-bool offload_runtime::load_stream(int32_t layer, size_t group, const std::vector<uint32_t>& active) {
+// The first half of a stream's load: the cache decides hits and misses (evicting as the policy says), the
+// misses' reads are planned and submitted. Nothing the current layer computes on is touched, so the next
+// layer's begin can run while this one computes (prefetch).
+bool offload_runtime::begin_stream(int32_t layer, size_t group, const std::vector<uint32_t>& active, uint32_t token) {
     stream& s = *m_streams[static_cast<size_t>(layer) * m_pack.groups.size() + group];
     const pack_region& reg = m_pack.region(layer, group);
-    const auto& views = m_views[static_cast<size_t>(layer)];
-    const sim::access_stats st = s.cache.access(m_token, active, nullptr, m_misses);
+    const sim::access_stats st = s.cache.access(token, active, nullptr, m_misses);
     m_cur.hits += st.hits;
     m_cur.misses += st.misses;
 
     // The simulator's reads (sim::plan_reads): runs of consecutive missed ids, merged across small gaps,
     // each one read of whole pages into the read buffer.
-    uint64_t cursor = 0;
-    if (!plan_into_buffer(reg, m_misses, cursor)) return false;
+    pending_load& pl = m_pending;
+    pl = {};
+    pl.layer = layer;
+    pl.group = group;
+    pl.active = active;
+    if (!plan_into_buffer(reg, m_misses, pl.bytes)) return false;
     m_cur.runs += m_runs.size();
     if (!m_params.pinned.empty()) {
         const std::vector<uint32_t>& pin = m_params.pinned[static_cast<size_t>(layer) * m_pack.groups.size() + group];
         for (uint32_t u : m_misses) m_pinned_misses += std::binary_search(pin.begin(), pin.end(), u) ? 1 : 0;
     }
-    const uint64_t req0 = m_reader->requests();
-    const auto t_flight = clock_type::now();
+    pl.req0 = m_reader->requests();
+    pl.t_flight = clock_type::now();
     if (auto o = m_reader->start(m_reqs); !o) {
         m_error = o.message();
         return false;
     }
-    const bool reading = !m_reqs.empty();
-    if (reading) m_cur.submit_seconds += since(t_flight);
-    // While the reads are in flight: free the evicted units' slots and stage the hits (they have slots;
-    // this token's misses get theirs once read).
+    pl.reading = !m_reqs.empty();
+    if (pl.reading) m_cur.submit_seconds += since(pl.t_flight);
+    pl.open = true;
+    return true;
+}
+
+// The second half, once the layer before has finished with the staging rows: free the evicted units'
+// slots and stage the hits while the reads may still be in flight, wait for them, stage the misses and
+// cache those the policy keeps.
+bool offload_runtime::end_stream() {
+    pending_load& pl = m_pending;
+    pl.open = false;
+    stream& s = *m_streams[static_cast<size_t>(pl.layer) * m_pack.groups.size() + pl.group];
+    const pack_region& reg = m_pack.region(pl.layer, pl.group);
+    const auto& views = m_views[static_cast<size_t>(pl.layer)];
     const auto t_copy = clock_type::now();
     for (uint32_t slot = 0; slot < s.owner.size(); ++slot) {
         const uint32_t u = s.owner[slot];
@@ -319,7 +339,7 @@ bool offload_runtime::load_stream(int32_t layer, size_t group, const std::vector
         }
     };
     size_t n_staged = 0;
-    for (uint32_t u : active)
+    for (uint32_t u : pl.active)
         if (s.slot_of[u] >= 0) {
             stage(u, s.slots + uint64_t(s.slot_of[u]) * s.unit_bytes);
             ++n_staged;
@@ -332,9 +352,9 @@ bool offload_runtime::load_stream(int32_t layer, size_t group, const std::vector
         return false;
     }
     m_cur.io_seconds += since(t_io);
-    if (reading) m_cur.flight_seconds += since(t_flight);
-    m_cur.bytes_read += cursor;
-    m_cur.requests += m_reader->requests() - req0;
+    if (pl.reading) m_cur.flight_seconds += since(pl.t_flight);
+    m_cur.bytes_read += pl.bytes;
+    m_cur.requests += m_reader->requests() - pl.req0;
 
     const auto t_fill = clock_type::now();
     for (size_t k = 0; k < m_misses.size(); ++k) {  // misses: staged, and cached where the policy keeps them
@@ -343,13 +363,21 @@ bool offload_runtime::load_stream(int32_t layer, size_t group, const std::vector
         ++n_staged;
         if (s.cache.resident(u) && !take_slot(s, u, m_miss_src[k])) return false;
     }
-    if (n_staged != active.size()) {
-        m_error = "offload: layer " + std::to_string(layer) + ": " + std::to_string(active.size() - n_staged) +
+    if (n_staged != pl.active.size()) {
+        m_error = "offload: layer " + std::to_string(pl.layer) + ": " + std::to_string(pl.active.size() - n_staged) +
                   " active units neither cached nor read (internal error)";
         return false;
     }
     m_cur.copy_seconds += since(t_fill);
     return true;
+}
+
+// A read started for the next layer that will not be used (the run ends or restarts): wait for it so the
+// read buffer is free; the cache decisions it made are dropped with the caches.
+void offload_runtime::drain_pending() {
+    if (!m_pending.open) return;
+    m_pending.open = false;
+    (void)m_reader->finish();
 }
 
 void offload_runtime::build_views(int32_t layer, mlp_views& out) const {
@@ -366,10 +394,38 @@ bool offload_runtime::fetch(int32_t layer, stage st, const layer_masks& masks, m
     for (size_t g = 0; g < m_kinds.size(); ++g) {
         if (m_stage_of[g] != want) continue;
         sim::masks_to_units(m_kinds[g], masks, m_pack.groups[g].units, m_active);
-        if (!load_stream(layer, g, m_active)) return false;
+        if (m_pending.open && m_pending.layer == layer && m_pending.group == g) {
+            // Prefetched while the layer before computed: the plan must be what the masks now ask for.
+            if (m_pending.active != m_active) {
+                drain_pending();
+                m_error = "offload: layer " + std::to_string(layer) + ": the prefetched units differ from the ones "
+                          "the method chose (internal error)";
+                return false;
+            }
+        } else if (!begin_stream(layer, g, m_active, m_token)) {
+            return false;
+        }
+        if (!end_stream()) return false;
     }
     build_views(layer, out);
+    if (st == stage::inputs) prefetch_next(layer, masks);
     return true;
+}
+
+// A method that knows the next layer's neurons (GRIFFIN after the prompt) gets that layer's reads started
+// now, so they overlap this layer's compute. Only for packs whose one group loads at the inputs stage
+// (neuron bundles), inside a token (the next token's layer 0 may never run), and only when this layer's
+// masks are the method's plan (a prompt token runs densely).
+void offload_runtime::prefetch_next(int32_t layer, const layer_masks& masks) {
+    if (!m_params.planner || m_kinds.size() != 1 || m_stage_of[0] != 0) return;
+    if (layer + 1 >= static_cast<int32_t>(m_model->layers.size())) return;
+    const index_mask* now = m_params.planner->planned_neurons(layer);
+    const index_mask* next = m_params.planner->planned_neurons(layer + 1);
+    if (!now || !next || masks.neurons_pre.all != now->all || masks.neurons_pre.idx != now->idx) return;
+    layer_masks planned;
+    planned.neurons_pre = *next;
+    sim::masks_to_units(m_kinds[0], planned, m_pack.groups[0].units, m_active);
+    if (begin_stream(layer + 1, 0, m_active, m_token)) ++m_prefetches;
 }
 
 const uint8_t* offload_runtime::resident_inputs(int32_t layer) const {
@@ -398,6 +454,7 @@ void offload_runtime::on_token(int32_t layer, int32_t pos, const layer_masks& ma
 }
 
 void offload_runtime::reset() {
+    drain_pending();
     for (auto& s : m_streams) s->clear();
     if (!preload_pinned() && m_error.empty()) m_error = "offload: reloading the pinned units failed";
     if (m_forward) m_forward->reset();

@@ -107,6 +107,52 @@ TEST(Offload, PlanReadsMatchesABruteForceReference) {
     }
 }
 
+TEST(Offload, GriffinReadsTheNextLayerWhileThisOneComputes) {
+    // GRIFFIN fixes its experts after the prompt: the offloaded run (unfused kernels on staged bundles)
+    // starts each next layer's reads during the layer before, reads exactly what the simulator counts,
+    // and generates the in-RAM (fused) run's tokens.
+    const std::string pack = pack_for(fx(), "bundle");
+    sim::deploy_config dc;
+    dc.method = method_cfg("griffin");
+    dc.policy = sim::cache_policy::lfu;
+    auto off = method(fx(), "griffin"), ram = method(fx(), "griffin");
+    const std::vector<int32_t> prompt(fx().tokens.begin(), fx().tokens.begin() + 12);
+    pass_request q;
+    q.m = &fx().m;
+    q.model_sha256 = fx().sha;
+    q.config = &dc;
+    q.method = off.get();
+    q.pack_path = pack;
+    q.budget_mlp_share = 0.3;  // below GRIFFIN's 50% experts: every token misses
+    q.device = sim::sim_default_params().device;
+    q.device.overlap_io_compute = false;
+    q.prompt = prompt;
+    q.steps = 40;
+    q.sampling.temperature = 0;
+    q.threads = 1;
+    const auto r = offload_pass(q);
+    ASSERT_TRUE(r.ok()) << r.message();
+    const int32_t layers = static_cast<int32_t>(fx().m.layers.size());
+    EXPECT_EQ(r->prefetched_layers, static_cast<uint64_t>((layers - 1) * r->n_decoded));
+    EXPECT_GT(r->bytes_per_token, 0.0);
+    EXPECT_DOUBLE_EQ(r->bytes_per_token, r->sim_bytes_per_token);
+    EXPECT_DOUBLE_EQ(r->hit_rate, r->sim_hit_rate);
+    EXPECT_LE(r->peak_cache, r->cache_capacity);
+    EXPECT_EQ(r->proc_read_bytes, r->bytes_total);
+
+    context_params cp = context_default_params();
+    cp.n_ctx = q.steps;
+    cp.n_threads = 1;
+    context ctx = context::create(fx().m, cp).value();
+    ctx.set_method(ram.get());
+    generate_params gp = generate_default_params();
+    gp.steps = q.steps;
+    gp.sampling.temperature = 0;
+    const auto g = generate(ctx, prompt, gp, [](const generate_step&) { return true; });
+    ASSERT_TRUE(g.ok()) << g.message();
+    EXPECT_EQ(g->tokens, r->tokens) << "same experts, same greedy tokens (the kernels differ only in f32 order)";
+}
+
 TEST(Offload, PinnedHeavyHittersStayInTheCache) {
     // DIP and DIP-CA pinning 10% of the neurons (the calibration's heavy hitters): the caches hold them
     // from the first token, they never miss, and the run stays bit-identical with the simulator's counts.

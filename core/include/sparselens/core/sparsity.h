@@ -80,6 +80,9 @@ struct method_traits {
     bool up_first = false;      // compute up before gate (up pruning)
     bool neurons_post = false;  // select_after_first
     bool down_in = false;       // select_down
+    // select_down only reads the GLU (GRIFFIN's prompt statistics) and leaves down_in all: the neurons a
+    // token uses are then final once select_mlp_inputs / select_after_first ran.
+    bool down_observe_only = false;
     // Fused execution (SparseLLM-style): when neurons_pre is not all, the engine runs gate, up and down
     // of those neurons in one pass over a compact buffer of neuron bundles that it updates
     // differentially (only neurons entering the set are copied; see context::fused_stats). Such a
@@ -109,6 +112,10 @@ public:
     virtual void select_o_input(const token_info& t, std::span<const float> x, layer_masks& m) {}
     // x: [dim] MLP input (after the FFN norm).
     virtual void select_mlp_inputs(const token_info& t, std::span<const float> x, layer_masks& m) {}
+    // The neurons_pre select_mlp_inputs will set for `layer` on every generated token from now until the
+    // next prompt, when the method knows them ahead (GRIFFIN's experts once fixed); null otherwise. The
+    // flash-offload runtime reads the next layer's units while this one computes.
+    virtual const index_mask* planned_neurons(int32_t layer) const { return nullptr; }
     // first: [hidden] pre-activation of the first matrix (gate, or up when up_first); entries outside
     // neurons_pre are 0.
     virtual void select_after_first(const token_info& t, std::span<const float> first, layer_masks& m) {}

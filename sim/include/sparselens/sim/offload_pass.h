@@ -33,6 +33,9 @@ struct pass_request {
     // two probes' mean: it then sees the storage in the state the run found it (a virtual disk moves by
     // +-20% from one second to the next, and 2x with the host's caches).
     bool probe_pack = false;
+    // Start the next layer's reads while this one computes where the method knows its neurons ahead
+    // (GRIFFIN after the prompt; offload_params::planner).
+    bool prefetch = true;
     std::string io = "auto";
     bool verify = true;           // checksum pass over the pack first
     std::vector<int32_t> prompt;  // token ids, BOS included
@@ -56,6 +59,7 @@ struct pass_result {
     uint64_t budget = 0, cache_capacity = 0, peak_cache = 0;
     uint64_t pinned_units = 0, pinned_bytes = 0;  // loaded once before the first token
     uint64_t pinned_misses = 0;                   // pinned units missed after that (must stay 0)
+    uint64_t prefetched_layers = 0;  // layer loads started while the layer before computed (GRIFFIN)
     // Measured over the decoded positions.
     double tokens_per_s = 0, bytes_per_token = 0, hit_rate = 0, io_wait_share = 0, runs_per_token = 0,
            requests_per_token = 0, copy_share = 0;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -33,6 +34,9 @@ struct offload_params {
     // Per stream (layer * groups + group) ascending unit ids kept in the cache for the whole run (a
     // config's pinned heavy hitters): inside the stream's capacity, read once by allocate(); empty = none.
     std::vector<std::vector<uint32_t>> pinned;
+    // The method, when it can say the next layer's neurons ahead (sparsity_method::planned_neurons): that
+    // layer's reads are then started while this one computes. Not owned; null = no prefetch.
+    const sparsity_method* planner = nullptr;
 };
 
 // DRAM the run holds besides the MLP caches (bytes as stored in memory here).
@@ -99,11 +103,17 @@ public:
     uint64_t pinned_units() const;
     uint64_t pinned_bytes() const { return m_pinned_bytes; }    // read by allocate() (and after reset())
     uint64_t pinned_misses() const { return m_pinned_misses; }  // pinned units read again later (0)
+    uint64_t prefetches() const { return m_prefetches; }  // layers whose reads started during the layer before
 
 private:
     offload_runtime() = default;
     struct stream;
-    bool load_stream(int32_t layer, size_t group, const std::vector<uint32_t>& active);
+    // One stream's load in two halves (begin: cache decisions and submitted reads; end: staging), so the
+    // next layer's begin can overlap this layer's compute. One load is open at a time (m_pending).
+    bool begin_stream(int32_t layer, size_t group, const std::vector<uint32_t>& active, uint32_t token);
+    bool end_stream();
+    void drain_pending();
+    void prefetch_next(int32_t layer, const layer_masks& masks);
     // Plans the reads of `ids` (ascending) from `reg` into the read buffer (m_reqs, m_miss_src).
     bool plan_into_buffer(const pack_region& reg, const std::vector<uint32_t>& ids, uint64_t& bytes);
     bool preload_pinned();
@@ -132,6 +142,15 @@ private:
     std::vector<read_request> m_reqs;
     std::vector<sim::page_run> m_runs;
     std::vector<const uint8_t*> m_miss_src;
+    struct pending_load {
+        bool open = false, reading = false;
+        int32_t layer = -1;
+        size_t group = 0;
+        std::vector<uint32_t> active;
+        uint64_t bytes = 0, req0 = 0;
+        std::chrono::steady_clock::time_point t_flight;
+    } m_pending;
+    uint64_t m_prefetches = 0;
     residency_source* m_forward = nullptr;
     std::vector<offload_token> m_tokens;
     offload_token m_cur;
