@@ -234,13 +234,10 @@ void add_offload_options(CLI::App* c, bool& offload, run_opts_offload& oo) {
 
 void check_offload_options(bool offload, run_opts_offload& oo) {
     // "+P%": resident part + P% of the pack's MLP bytes, resolved per pass once the resident part is known.
-    if (oo.dram.size() > 2 && oo.dram.front() == '+' && oo.dram.back() == '%') {
-        const std::string num = oo.dram.substr(1, oo.dram.size() - 2);
-        char* end = nullptr;
-        const double pct = std::strtod(num.c_str(), &end);
-        if (end != num.c_str() + num.size() || !(pct >= 0.0 && pct <= 100.0))
-            throw CLI::ValidationError("--dram " + oo.dram + ": a share of the MLP must be +0% .. +100%");
-        oo.budget_mlp_share = pct / 100.0;
+    if (!oo.dram.empty()) {
+        auto b = offload::parse_budget(oo.dram);
+        if (!b) throw CLI::ValidationError("--dram: " + b.message());
+        oo.budget_mlp_share = b->mlp_share;
     }
     const bool offload_only = !oo.pack_path.empty() || !oo.dram.empty() || !oo.device.empty() || oo.dense_baseline ||
                               oo.io != "auto" || !oo.verify || oo.probe || !oo.prefetch;

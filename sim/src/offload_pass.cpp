@@ -5,6 +5,7 @@
 #include "sparselens/sim/offload_probe.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 
 #include "sparselens/core/context.h"
@@ -121,6 +122,24 @@ result<std::vector<std::vector<uint32_t>>> pinned_units(const sim::deploy_config
         }
     }
     return out;
+}
+
+result<budget_spec> parse_budget(const std::string& text) {
+    budget_spec b;
+    if (text.size() > 2 && text.front() == '+' && text.back() == '%') {
+        const std::string num = text.substr(1, text.size() - 2);
+        char* end = nullptr;
+        const double pct = std::strtod(num.c_str(), &end);
+        if (end != num.c_str() + num.size() || !(pct >= 0.0 && pct <= 100.0))
+            return error{"DRAM budget " + text + ": a share of the MLP must be +0% .. +100%"};
+        b.mlp_share = pct / 100.0;
+        return b;
+    }
+    auto size = sim::parse_size(text);
+    if (!size) return size.err();
+    if (*size == 0) return error{"DRAM budget " + text + " must be positive"};
+    b.bytes = *size;
+    return b;
 }
 
 result<pass_result> offload_pass(const pass_request& q) {

@@ -135,6 +135,20 @@ private slots:
         const QString shown = OffloadVerifyBox::resultTable(*small);
         QCOMPARE(panel->verifyBox()->resultLabel()->text(), shown);
         QVERIFY(shown.contains(QStringLiteral("simulated")) && shown.contains(QStringLiteral("hit rate")));
+        // The pack is probed just before the run: the read rate row shows it.
+        QVERIFY(small->flash_probed && small->sim_flash_bytes_per_s > 0);
+        QVERIFY(shown.contains(QStringLiteral("read rate")) && shown.contains(QStringLiteral("probed")));
+
+        // "+30%": the run's resident part plus 30% of the pack's MLP bytes; a malformed share is one line.
+        QVERIFY(verify(QStringLiteral("+30%")));
+        auto share = verified.takeFirst().at(0).value<std::shared_ptr<const offload_verify_result>>();
+        QVERIFY(share->budget > share->resident && share->budget < big->resident + 660'000 / 2);
+        QVERIFY(share->resident + share->cache_capacity <= share->budget);
+        QCOMPARE(share->bytes_per_token, share->sim_bytes_per_token);
+        box->budgetEdit()->setText(QStringLiteral("+150%"));
+        QTest::mouseClick(box->verifyButton(), Qt::LeftButton);
+        QVERIFY(!box->isRunning());
+        QVERIFY(box->resultLabel()->text().contains(QStringLiteral("+0% .. +100%")));
     }
 
     void cancelEndsIt() {

@@ -83,7 +83,9 @@ result<std::shared_ptr<offload_verify_result>> engine::verify_offload(const offl
     q.method = drt->method.get();
     q.pack_path = pack_path;
     q.budget = req.dram_bytes ? req.dram_bytes : cfg->device.dram_bytes;
-    if (q.budget == 0) return error{"the run has no simulated device: give a DRAM budget for the offloaded run"};
+    q.budget_mlp_share = req.mlp_share;
+    if (q.budget == 0 && q.budget_mlp_share < 0)
+        return error{"the run has no simulated device: give a DRAM budget for the offloaded run"};
     q.device = *device;
     q.probe_pack = true;  // the profile's flash figures are from whenever it was probed; the pack's are from now
     // Greedy from the opening words of the evaluation text, as `eval --offload` does.

@@ -1,6 +1,8 @@
 // OffloadVerifyBox: the "Verify on this machine" row of the Trade-offs panel and its result table.
 #include "sparselens/views/offload_verify_box.h"
 
+#include "sparselens/sim/offload_pass.h"
+
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
@@ -9,6 +11,7 @@
 #include <QVBoxLayout>
 
 #include "sparselens/sim/device.h"
+#include "sparselens/sim/offload_pass.h"
 #include "sparselens/views/engine_controller.h"
 
 namespace sl::views {
@@ -37,7 +40,8 @@ OffloadVerifyBox::OffloadVerifyBox(QWidget* parent) : QWidget(parent) {
            "from a one-second probe of the pack just before the run"));
     m_budget = new QLineEdit(this);
     m_budget->setPlaceholderText(tr("DRAM budget (empty: the run's device)"));
-    m_budget->setToolTip(tr("DRAM for the offloaded run, e.g. 600MB: resident part plus MLP caches"));
+    m_budget->setToolTip(tr("DRAM for the offloaded run, e.g. 600MB (resident part plus MLP caches), or +50% for "
+                            "the run's resident part plus half of its MLP weights"));
     m_budget->setMaximumWidth(220);
     m_progress = new QProgressBar(this);
     m_progress->setRange(0, 1000);
@@ -105,14 +109,13 @@ void OffloadVerifyBox::startVerify() {
     req.run_id = m_runId;
     const QString b = m_budget->text().trimmed();
     if (!b.isEmpty()) {
-        auto size = sim::parse_size(b.toStdString());
-        if (!size || *size == 0) {
-            m_result->setText(tr("DRAM budget \"%1\": %2")
-                                  .arg(b, size ? tr("must be positive") : QString::fromStdString(size.message()))
-                                  .toHtmlEscaped());
+        auto budget = offload::parse_budget(b.toStdString());
+        if (!budget) {
+            m_result->setText(QString::fromStdString(budget.message()).toHtmlEscaped());
             return;
         }
-        req.dram_bytes = *size;
+        req.dram_bytes = budget->bytes;
+        req.mlp_share = budget->mlp_share;
     }
     m_result->setText(tr("Verifying run %1 on this machine…").arg(m_runId));
     setRunning(true);

@@ -87,6 +87,14 @@ result<std::vector<std::vector<uint32_t>>> pinned_units(const sim::deploy_config
 
 result<pass_result> offload_pass(const pass_request& q);
 
+// A DRAM budget as users write it: a size ("600MB", sim::parse_size) or "+P%" — the run's resident part
+// plus P% (0..100) of the pack's MLP bytes (pass_request::budget_mlp_share).
+struct budget_spec {
+    uint64_t bytes = 0;
+    double mlp_share = -1;  // >= 0 for "+P%"
+};
+result<budget_spec> parse_budget(const std::string& text);
+
 // Bytes this process made the kernel fetch from storage (/proc/self/io read_bytes; 0 when unknown).
 uint64_t proc_read_bytes();
 

@@ -96,6 +96,7 @@ struct imported_settings {
 struct offload_verify_request {
     int64_t run_id = 0;
     uint64_t dram_bytes = 0;  // the budget; 0: the run's simulated device DRAM
+    double mlp_share = -1;    // >= 0 ("+50%"): the resident part plus this share of the pack's MLP bytes
     int32_t steps = 48;       // positions (greedy, from the opening words of the evaluation text)
 };
 
