@@ -29,7 +29,10 @@ struct mapped_file {
     // Errors name the path ("x.gguf: cannot open: No such file or directory").
     // weights: the caller streams the whole file (a model load), so a mapping may be copied into huge
     // pages (huge_page_weights_wanted); readers of headers or the vocabulary leave it false.
-    static result<std::shared_ptr<const mapped_file>> open(const std::string& path, bool use_mmap, bool weights = false);
+    // progress (weights only, may be null or empty): the huge-page copy's fraction done, every 64 MiB;
+    // returning false cancels the open (a cancelled error naming the path).
+    static result<std::shared_ptr<const mapped_file>> open(const std::string& path, bool use_mmap, bool weights = false,
+                                                           const progress_fn* progress = nullptr);
     // Drops this process's resident pages wholly inside [p, p + bytes) when they are mapped from the
     // file (a read-only private mapping: a later read faults them back in from the file, so this is
     // safe while views still point there). A no-op for heap copies and for ranges outside the file.
@@ -41,7 +44,8 @@ struct mapped_file {
     static std::shared_ptr<const mapped_file> from_bytes(const std::string& label, std::vector<uint8_t> bytes);
 
 private:
-    void copy_to_huge_pages(int fd);
+    // False when `progress` cancelled (the file mapping is then kept, as on any failure).
+    bool copy_to_huge_pages(int fd, const progress_fn* progress);
     std::vector<uint8_t> m_buffer;  // used when not mmapped
     uint64_t m_anon_bytes = 0;      // length of the huge-page copy at data (0: data is the file mapping)
     int m_fd = -1;                  // kept open for the huge-page copy: release() maps file pages back

@@ -38,8 +38,9 @@ private:
 struct load_progress {
     const progress_fn* fn = nullptr;
     std::string path;
+    float base = 0.0f, scale = 1.0f;  // report(f) tells the caller base + scale * f
 
-    bool report(float fraction) const { return !fn || !*fn || (*fn)(fraction); }
+    bool report(float fraction) const { return !fn || !*fn || (*fn)(base + scale * fraction); }
     error cancelled() const { return error{path + ": load cancelled", true}; }
 };
 

@@ -59,4 +59,33 @@ TEST(mapped_file, huge_page_copy_keeps_bytes_and_release_maps_the_file_back) {
     ::unsetenv("SPARSELENS_HUGE_WEIGHTS");
 }
 
+TEST(mapped_file, huge_page_copy_reports_progress_and_can_be_cancelled) {
+    ::setenv("SPARSELENS_HUGE_WEIGHTS", "1", 1);
+    const std::vector<uint8_t> want = pattern((130u << 20) + 77);  // three 64 MiB steps
+    const temp_file tf(want);
+    if (!sl::huge_page_weights_wanted(want.size())) {
+        ::unsetenv("SPARSELENS_HUGE_WEIGHTS");
+        GTEST_SKIP() << "transparent huge pages are off here: no copy to report";
+    }
+    std::vector<float> seen;
+    const sl::progress_fn watch = [&](float f) {
+        seen.push_back(f);
+        return true;
+    };
+    auto f = sl::mapped_file::open(tf.path, true, /*weights=*/true, &watch);
+    ASSERT_TRUE(f.ok()) << f.message();
+    EXPECT_TRUE(f.value()->on_huge_pages());
+    EXPECT_EQ(0, std::memcmp(f.value()->data, want.data(), want.size()));
+    ASSERT_EQ(seen.size(), 3u);
+    for (size_t i = 1; i < seen.size(); ++i) EXPECT_LT(seen[i - 1], seen[i]);
+    EXPECT_LT(seen.back(), 1.0f);
+
+    const sl::progress_fn stop = [](float fraction) { return fraction < 0.4f; };
+    auto c = sl::mapped_file::open(tf.path, true, /*weights=*/true, &stop);
+    ASSERT_FALSE(c.ok());
+    EXPECT_TRUE(c.cancelled());
+    EXPECT_NE(c.message().find(tf.path), std::string::npos) << c.message();
+    ::unsetenv("SPARSELENS_HUGE_WEIGHTS");
+}
+
 }  // namespace
