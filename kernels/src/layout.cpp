@@ -7,6 +7,7 @@
 #include <omp.h>
 #include <sys/mman.h>
 
+#include "layout_internal.h"
 #include "sparse_internal.h"
 #include "sparselens/kernels/sparse.h"
 
@@ -42,6 +43,39 @@ uint8_t* aligned_buffer(std::vector<uint8_t>& owner, int64_t bytes) {
     return owner.data() + ((64 - addr % 64) % 64);
 }
 
+// The encoders with an AVX2 build (layout_avx2.cpp): the types layouts are written in.
+bool avx2_encoder(dtype type) {
+    return active_isa() >= isa::avx2 &&
+           (type == dtype::q8_0 || type == dtype::q4_0 || type == dtype::f16 || type == dtype::f32);
+}
+
+// Columns decoded per step of the AVX2 transposition: 32 rows x 256 f32 = 32 KiB stays in L1, and 256
+// is a whole number of blocks of every source type (K-quants included).
+constexpr int64_t k_chunk_cols = 256;
+
+// transpose_into on AVX2 when the output length is whole blocks of 32: tiles of 32 rows decoded 256
+// columns at a time, each column encoded from registers (8x8 transposes), one block per column.
+void transpose_into_avx2(const tensor_view& w, dtype type, uint8_t* dst, int64_t dst_stride) {
+    const int64_t out = w.rows, in = w.cols, n_tiles = out / 32;
+    const int64_t be = dtype_block_elems(w.type);
+    const detail::dequant_fn decode = detail::active_table().dequant[static_cast<int>(w.type)];
+#pragma omp parallel if (n_tiles > 1)
+    {
+        std::vector<float> tile(static_cast<size_t>(32 * k_chunk_cols));
+#pragma omp for schedule(static)
+        for (int64_t t = 0; t < n_tiles; ++t) {
+            const int64_t dst_off = dtype_row_bytes(type, t * 32);
+            for (int64_t c0 = 0; c0 < in; c0 += k_chunk_cols) {
+                const int64_t nc = std::min(k_chunk_cols, in - c0);  // a multiple of the source's block
+                for (int64_t r = 0; r < 32; ++r)
+                    decode(w.row(t * 32 + r) + c0 / be * dtype_block_bytes(w.type), tile.data() + r * k_chunk_cols, nc);
+                detail::encode_tile_columns_avx2(tile.data(), k_chunk_cols, nc, type, dst + c0 * dst_stride + dst_off,
+                                                 dst_stride);
+            }
+        }
+    }
+}
+
 // Writes column c of w (all w.rows elements, converted to `type`) to dst + c * dst_stride, for every
 // column c. Rows are decoded a tile at a time, so the source is read once and sequentially; the
 // destination gets one block-aligned run of tile elements per column.
@@ -49,6 +83,7 @@ void transpose_into(const tensor_view& w, dtype type, uint8_t* dst, int64_t dst_
     const int64_t out = w.rows, in = w.cols;
     if (out <= 0 || in <= 0) return;
     assert(!dtype_is_quantized(type) || out % 32 == 0);
+    if (avx2_encoder(type) && out % 32 == 0) return transpose_into_avx2(w, type, dst, dst_stride);
     const int64_t n_tiles = (out + k_tile_rows - 1) / k_tile_rows;
     const detail::dequant_fn decode = detail::active_table().dequant[static_cast<int>(w.type)];
 #pragma omp parallel if (n_tiles > 1)
@@ -83,7 +118,10 @@ void rows_into(const tensor_view& w, dtype type, uint8_t* dst, int64_t dst_strid
 #pragma omp for schedule(static)
         for (int64_t r = 0; r < w.rows; ++r) {
             decode(w.row(r), row.data(), w.cols);
-            quantize_row(type, row.data(), dst + r * dst_stride, w.cols);
+            if (avx2_encoder(type) && w.cols % 32 == 0)
+                detail::encode_row_avx2(type, row.data(), dst + r * dst_stride, w.cols);
+            else
+                quantize_row(type, row.data(), dst + r * dst_stride, w.cols);
         }
     }
 }

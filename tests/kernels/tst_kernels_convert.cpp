@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "sparselens/kernels/kernels.h"
+#include "sparselens/kernels/sparse.h"
 
 namespace {
 
@@ -258,6 +259,81 @@ TEST(quant, dequantize_is_identical_on_every_isa) {
                 if (len != n) continue;
                 if (ref.empty()) ref = y;
                 ASSERT_EQ(0, std::memcmp(ref.data(), y.data(), n * 4)) << sl::dtype_name(t) << " " << k::isa_name(i);
+            }
+        }
+    }
+    k::set_active_isa(saved);
+}
+
+// The layouts (input-major copies and neuron bundles) built on every ISA equal the scalar reference
+// encoder applied to the gathered columns / rows, bit for bit: the AVX2 encoders transpose in registers
+// and round like quantize_row, including all-zero and signed-zero blocks, magnitude ties (the first
+// one sets the Q4_0 scale), exact .5 steps, NaN, Inf and fp16 subnormal scales.
+TEST(quant, layouts_are_identical_on_every_isa_and_equal_the_reference_encoder) {
+    const k::isa saved = k::active_isa();
+    g_state = 31;
+    const auto value = [](uint64_t r, int64_t i) {
+        switch (r % 16) {
+            case 0: return 0.0f;
+            case 1: return -0.0f;
+            case 2: return static_cast<float>(static_cast<int64_t>(r >> 8) % 17 - 8);  // small integers: ties
+            case 3: return static_cast<float>(static_cast<int64_t>(r >> 8) % 255 - 127) * 0.5f;  // .5 steps
+            case 4: return std::ldexp(1.0f, -20) * static_cast<float>(r >> 60);  // fp16-subnormal scales
+            default: return static_cast<float>(static_cast<int64_t>(r >> 20) % 20001 - 10000) / 997.0f *
+                            static_cast<float>(1 + i % 7);
+        }
+    };
+    struct shape {
+        int64_t rows, cols;
+    };
+    for (const shape sh : {shape{64, 256}, shape{32, 40}, shape{96, 264}, shape{256, 520}}) {
+        std::vector<float> w(static_cast<size_t>(sh.rows * sh.cols));
+        for (int64_t i = 0; i < sh.rows * sh.cols; ++i) w[static_cast<size_t>(i)] = value(next_u64(), i);
+        // Whole special blocks along the outputs: column 1 all zeros, 2 all -0, 3 with NaN and Inf.
+        for (int64_t r = 0; r < sh.rows; ++r) {
+            w[static_cast<size_t>(r * sh.cols + 1)] = 0.0f;
+            w[static_cast<size_t>(r * sh.cols + 2)] = -0.0f;
+            if (r % 9 == 4) w[static_cast<size_t>(r * sh.cols + 3)] = r % 2 ? NAN : -INFINITY;
+        }
+        const sl::tensor_view src{dtype::f32, sh.rows, sh.cols, w.data()};
+        for (dtype t : {dtype::q8_0, dtype::q4_0, dtype::f16, dtype::f32}) {
+            // Reference: each column through quantize_row.
+            const int64_t rb = sl::dtype_row_bytes(t, sh.rows);
+            std::vector<uint8_t> ref(static_cast<size_t>(rb * sh.cols));
+            std::vector<float> col(static_cast<size_t>(sh.rows));
+            for (int64_t c = 0; c < sh.cols; ++c) {
+                for (int64_t r = 0; r < sh.rows; ++r) col[static_cast<size_t>(r)] = w[static_cast<size_t>(r * sh.cols + c)];
+                k::quantize_row(t, col.data(), ref.data() + c * rb, sh.rows);
+            }
+            for (k::isa i : {k::isa::scalar, k::isa::avx2, k::isa::avx512}) {
+                if (k::set_active_isa(i) != i) continue;
+                const k::owned_matrix m = k::to_input_major(src, t);
+                ASSERT_EQ(m.view.bytes(), static_cast<int64_t>(ref.size()));
+                ASSERT_EQ(0, std::memcmp(m.view.data, ref.data(), ref.size()))
+                    << sl::dtype_name(t) << " " << k::isa_name(i) << " " << sh.rows << "x" << sh.cols;
+            }
+        }
+        // Rows of a bundle (gate = up = src, down = its transpose) through the row encoder.
+        if (sh.cols % 32 != 0 || sh.rows % 32 != 0) continue;
+        std::vector<float> wt(w.size());
+        for (int64_t r = 0; r < sh.rows; ++r)
+            for (int64_t c = 0; c < sh.cols; ++c) wt[static_cast<size_t>(c * sh.rows + r)] = w[static_cast<size_t>(r * sh.cols + c)];
+        const sl::tensor_view down{dtype::f32, sh.cols, sh.rows, wt.data()};
+        for (dtype t : {dtype::q8_0, dtype::q4_0, dtype::f16}) {
+            std::vector<uint8_t> first;
+            for (k::isa i : {k::isa::scalar, k::isa::avx2, k::isa::avx512}) {
+                if (k::set_active_isa(i) != i) continue;
+                const k::owned_bundles b = k::make_bundles(src, src, down, t);
+                const auto* p = static_cast<const uint8_t*>(b.view.data);
+                const std::vector<uint8_t> got(p, p + b.view.n_neurons * b.view.bundle_bytes());
+                if (first.empty()) {
+                    first = got;
+                    // Scalar: gate row j is quantize_row of row j.
+                    std::vector<uint8_t> row(static_cast<size_t>(b.view.part_bytes()));
+                    k::quantize_row(t, w.data() + 5 * sh.cols, row.data(), sh.cols);
+                    ASSERT_EQ(0, std::memcmp(row.data(), b.view.bundle(5), row.size()));
+                }
+                ASSERT_EQ(first, got) << "bundles " << sl::dtype_name(t) << " " << k::isa_name(i);
             }
         }
     }
