@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <functional>
 #include <iterator>
 #include <numeric>
 
@@ -25,22 +27,48 @@ int64_t density_to_k(float density, int64_t n) {
     return std::clamp<int64_t>(static_cast<int64_t>(std::llround(static_cast<double>(density) * n)), 0, n);
 }
 
+namespace {
+
+// An unsigned key whose order is the scores' order (larger score, larger key), with -0 equal to +0 and
+// every NaN equal and below everything, as top_k_indices ranks them.
+inline uint32_t rank_key(float f) {
+    if (std::isnan(f)) return 0;
+    f += 0.0f;  // -0 -> +0
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+}  // namespace
+
+// The k best scores (larger first, NaN last, lower index first among equals) as ascending indices. This
+// runs for several masks of every layer of every sparse token: the k-th best key is found by
+// nth_element over plain integer keys, and one ascending pass takes every key above it and, of the keys
+// equal to it, the lowest-index ones that fill k — no comparator through the index and no sort after.
 void top_k_indices(std::span<const float> scores, int64_t k, std::vector<int32_t>& out) {
     const int64_t n = static_cast<int64_t>(scores.size());
     k = std::clamp<int64_t>(k, 0, n);
-    out.resize(static_cast<size_t>(n));
-    std::iota(out.begin(), out.end(), 0);
-    // Strict weak order: larger score first, NaN last, lower index first among equals.
-    auto better = [&](int32_t a, int32_t b) {
-        const float sa = scores[static_cast<size_t>(a)], sb = scores[static_cast<size_t>(b)];
-        const bool na = std::isnan(sa), nb = std::isnan(sb);
-        if (na != nb) return nb;
-        if (!na && sa != sb) return sa > sb;
-        return a < b;
-    };
-    if (k < n) std::nth_element(out.begin(), out.begin() + k, out.end(), better);
-    out.resize(static_cast<size_t>(k));
-    std::sort(out.begin(), out.end());
+    out.clear();
+    if (k == 0) return;
+    if (k == n) {
+        out.resize(static_cast<size_t>(n));
+        std::iota(out.begin(), out.end(), 0);
+        return;
+    }
+    thread_local std::vector<uint32_t> keys, work;
+    keys.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) keys[static_cast<size_t>(i)] = rank_key(scores[static_cast<size_t>(i)]);
+    work.assign(keys.begin(), keys.end());
+    std::nth_element(work.begin(), work.begin() + (k - 1), work.end(), std::greater<>());
+    const uint32_t kth = work[static_cast<size_t>(k - 1)];
+    int64_t above = 0;
+    for (uint32_t key : keys) above += key > kth ? 1 : 0;
+    int64_t ties = k - above;  // how many keys equal to the k-th one are taken, lowest index first
+    out.reserve(static_cast<size_t>(k));
+    for (int64_t i = 0; i < n; ++i) {
+        const uint32_t key = keys[static_cast<size_t>(i)];
+        if (key > kth || (key == kth && ties-- > 0)) out.push_back(static_cast<int32_t>(i));
+    }
 }
 
 void threshold_indices(std::span<const float> values, float threshold, std::vector<int32_t>& out) {

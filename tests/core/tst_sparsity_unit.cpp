@@ -1,4 +1,5 @@
 // Selection rules on hand-made activations: top-k ties, NaN, all-zero, thresholds, densities, LFU stand-in.
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -46,6 +47,41 @@ TEST(TopK, KClampedAndFullDensityIsAll) {
     sl::top_k_mask(std::vector<float>{1, 2, 3}, 0, m);
     EXPECT_FALSE(m.all);
     EXPECT_EQ(m.count(3), 0);
+}
+
+// The ranking spelled out (larger first, NaN last, -0 == +0, lower index first among equals), sorted: the
+// fast top_k_indices must pick exactly this set.
+v32 top_k_reference(const std::vector<float>& s, int64_t k) {
+    v32 idx(s.size());
+    for (size_t i = 0; i < s.size(); ++i) idx[i] = static_cast<int32_t>(i);
+    std::stable_sort(idx.begin(), idx.end(), [&](int32_t a, int32_t b) {
+        const float sa = s[static_cast<size_t>(a)], sb = s[static_cast<size_t>(b)];
+        if (std::isnan(sa) != std::isnan(sb)) return std::isnan(sb);
+        return !std::isnan(sa) && sa > sb;
+    });
+    idx.resize(static_cast<size_t>(std::clamp<int64_t>(k, 0, static_cast<int64_t>(s.size()))));
+    std::sort(idx.begin(), idx.end());
+    return idx;
+}
+
+TEST(TopK, EqualsTheRankingOnRandomScoresWithTiesZerosInfAndNaN) {
+    std::mt19937 rng(5);
+    std::uniform_int_distribution<int> kind(0, 9), small(-3, 3);
+    std::normal_distribution<float> nd;
+    std::vector<int32_t> out;
+    for (int trial = 0; trial < 400; ++trial) {
+        const int64_t n = 1 + trial % 97 * 7;
+        std::vector<float> s(static_cast<size_t>(n));
+        for (float& v : s) {
+            const int c = kind(rng);
+            v = c == 0 ? NAN : c == 1 ? -0.0f : c == 2 ? 0.0f : c == 3 ? -INFINITY : c == 4 ? INFINITY
+                : c < 7 ? static_cast<float>(small(rng)) : nd(rng);
+        }
+        for (int64_t k : {int64_t{0}, int64_t{1}, n / 3, n / 2, n - 1, n}) {
+            sl::top_k_indices(s, k, out);
+            ASSERT_EQ(out, top_k_reference(s, k)) << "n=" << n << " k=" << k << " trial " << trial;
+        }
+    }
 }
 
 TEST(Threshold, AbsoluteValueAndNaN) {
