@@ -1,11 +1,341 @@
-// AVX2 build of the portable int8 GEMM panel kernel (the lane loops vectorize to 8-wide int32/f32).
-// maddubs cannot take the panel's unsigned q + 128 against signed activations without int16
-// saturation, so this path widens to int32 instead; the arithmetic is the scalar reference's.
+// AVX2 prefill GEMMs, bit-identical to the portable kernels of gemm_internal.h.
+// Int8: vpmaddubsw (u8 x s8 -> int16 pair sums) against panels whose u8 operand is the type's raw q
+// (q + offset; the offset is removed per group through the tokens' corr) or |q| with q's sign moved
+// onto the activations (Q8_0, IQ4). A register tile is 16 rows (two ymm) x up to 6 tokens for one
+// scale group; the panel's f32 accumulators of every token stay in L1 while the tokens' group-major
+// activations stream past, so each 64-byte weight line is loaded once per tile from L1.
+// F16/BF16: a 16-row panel widened and transposed once per column chunk, 16 rows x 6 tokens of f32
+// FMAs per register tile, the tokens read straight from x (no transposed copy).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <vector>
+
 #include "gemm_internal.h"
+#include "sparselens/kernels/kernels.h"
+
+#define SL_UNROLL _Pragma("GCC unroll 16")
 
 namespace sl::kernels::detail {
+namespace {
 
-gemm_panel_fn gemm_panel_avx2() { return panel_generic; }
-gemm_float_fn gemm_float_avx2() { return float_generic; }
+inline __m256i load_si(const void* p) {
+    return _mm256_loadu_si256(static_cast<const __m256i*>(p));
+}
+
+inline __m256i bcast4(const int8_t* p) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+// accf[t * 16 + r] = fma(float(isum - corr), a * dx, accf), then fma(b, xm, accf) with a minimum:
+// the f32 step of one group for T tokens, exactly as the portable kernel orders it.
+template <int T, bool CORR, bool MIN>
+inline void group_epilogue(__m256i (&isum)[2][T], const float* a, const float* b, const gemm_group_side* side,
+                           float* accf) {
+    SL_UNROLL
+    for (int h = 0; h < 2; ++h) {
+        const __m256 av = _mm256_loadu_ps(a + 8 * h);
+        SL_UNROLL
+        for (int t = 0; t < T; ++t) {
+            __m256i v = isum[h][t];
+            if constexpr (CORR) v = _mm256_sub_epi32(v, _mm256_set1_epi32(side[t].corr));
+            const __m256 sc = _mm256_mul_ps(av, _mm256_set1_ps(side[t].dx));
+            float* o = accf + t * 16 + 8 * h;
+            __m256 acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), sc, _mm256_loadu_ps(o));
+            if constexpr (MIN) acc = _mm256_fmadd_ps(_mm256_loadu_ps(b + 8 * h), _mm256_set1_ps(side[t].xm), acc);
+            _mm256_storeu_ps(o, acc);
+        }
+    }
+}
+
+// Offset panels whose whole group fits int16 (steps16 >= G / 4: Q4_0, Q4_1, Q4_K, Q2_K, Q3_K): one
+// maddubs + one add per 4 columns x 8 rows x token, widened once per group.
+template <int G, bool CORR, bool MIN>
+struct int16_groups {
+    static constexpr int max_tokens = 6;  // 12 accumulators + 2 weights + 1 broadcast
+    template <int T>
+    static void run(const gemm_panel& p, int64_t g, const int8_t* xq, const gemm_group_side* side, float* accf) {
+        const uint8_t* wq = p.q + g * G * 16;
+        __m256i acc[2][T];
+        SL_UNROLL
+        for (int t = 0; t < T; ++t) acc[0][t] = acc[1][t] = _mm256_setzero_si256();
+        SL_UNROLL
+        for (int k4 = 0; k4 < G / 4; ++k4) {
+            const __m256i w0 = load_si(wq + 64 * k4), w1 = load_si(wq + 64 * k4 + 32);
+            SL_UNROLL
+            for (int t = 0; t < T; ++t) {
+                const __m256i bx = bcast4(xq + t * G + 4 * k4);
+                acc[0][t] = _mm256_add_epi16(acc[0][t], _mm256_maddubs_epi16(w0, bx));
+                acc[1][t] = _mm256_add_epi16(acc[1][t], _mm256_maddubs_epi16(w1, bx));
+            }
+        }
+        const __m256i ones = _mm256_set1_epi16(1);
+        SL_UNROLL
+        for (int t = 0; t < T; ++t) {
+            acc[0][t] = _mm256_madd_epi16(acc[0][t], ones);
+            acc[1][t] = _mm256_madd_epi16(acc[1][t], ones);
+        }
+        group_epilogue<T, CORR, MIN>(acc, p.a + g * 16, MIN ? p.b + g * 16 : nullptr, side, accf);
+    }
+};
+
+// Panels widened to int32 every S steps: S = 2 for offset types whose int16 pair sums allow only a
+// few steps (Q5_x, Q6_K), S = 1 for abs_sign (Q8_0, IQ4: the activations take q's sign first).
+template <int G, int S, bool SIGN, bool CORR, bool MIN>
+struct int32_groups {
+    static constexpr int max_tokens = S == 1 ? 5 : 4;
+    template <int T>
+    static void run(const gemm_panel& p, int64_t g, const int8_t* xq, const gemm_group_side* side, float* accf) {
+        const uint8_t* wq = p.q + g * G * 16;
+        const int8_t* ws = SIGN ? p.sq + g * G * 16 : nullptr;
+        const __m256i ones = _mm256_set1_epi16(1);
+        __m256i acc[2][T];
+        SL_UNROLL
+        for (int t = 0; t < T; ++t) acc[0][t] = acc[1][t] = _mm256_setzero_si256();
+        SL_UNROLL
+        for (int k4 = 0; k4 < G / 4; k4 += S) {
+            __m256i w[S][2];
+            SL_UNROLL
+            for (int s = 0; s < S; ++s) {
+                w[s][0] = load_si(wq + 64 * (k4 + s));
+                w[s][1] = load_si(wq + 64 * (k4 + s) + 32);
+            }
+            SL_UNROLL
+            for (int t = 0; t < T; ++t) {
+                __m256i bx[S];
+                SL_UNROLL
+                for (int s = 0; s < S; ++s) bx[s] = bcast4(xq + t * G + 4 * (k4 + s));
+                SL_UNROLL
+                for (int h = 0; h < 2; ++h) {
+                    __m256i sum16 = _mm256_setzero_si256();
+                    SL_UNROLL
+                    for (int s = 0; s < S; ++s) {
+                        __m256i xs = bx[s];
+                        if constexpr (SIGN) xs = _mm256_sign_epi8(xs, load_si(ws + 64 * (k4 + s) + 32 * h));
+                        const __m256i prod = _mm256_maddubs_epi16(w[s][h], xs);
+                        sum16 = s == 0 ? prod : _mm256_add_epi16(sum16, prod);
+                    }
+                    acc[h][t] = _mm256_add_epi32(acc[h][t], _mm256_madd_epi16(sum16, ones));
+                }
+            }
+        }
+        group_epilogue<T, CORR, MIN>(acc, p.a + g * 16, MIN ? p.b + g * 16 : nullptr, side, accf);
+    }
+};
+
+// Tokens [t, n) of group g in tiles of T, T - 1, ..., 1 (each at most once after the full tiles).
+template <class K, int T>
+void token_tail(const gemm_panel& p, int64_t g, int64_t t, int64_t n, const int8_t* xq, int G,
+                const gemm_group_side* side, float* accf) {
+    if constexpr (T > 0) {
+        if (n - t >= T) {
+            K::template run<T>(p, g, xq + t * G, side + t, accf + t * 16);
+            t += T;
+        }
+        token_tail<K, T - 1>(p, g, t, n, xq, G, side, accf);
+    }
+}
+
+std::vector<float>& thread_acc() {
+    thread_local std::vector<float> v;
+    return v;
+}
+
+// Group-outer: the group's 16 x G weights stay in L1 while every token passes, and the f32
+// accumulators of all tokens (64 bytes each) are read and written once per group.
+template <class K>
+void panel_groups(const gemm_panel& p, const gemm_tokens& x, float* y, int64_t ys, int nr) {
+    constexpr int TM = K::max_tokens;
+    const int G = p.group;
+    const int64_t ng = p.cols / G, n = x.n;
+    std::vector<float>& acc = thread_acc();
+    if (acc.size() < static_cast<size_t>(n * 16)) acc.resize(static_cast<size_t>(n * 16));
+    std::fill(acc.begin(), acc.begin() + n * 16, 0.0f);
+    for (int64_t g = 0; g < ng; ++g) {
+        const int8_t* xq = x.qg + g * n * G;
+        const gemm_group_side* side = x.side + g * n;
+        int64_t t = 0;
+        for (; t + TM <= n; t += TM) K::template run<TM>(p, g, xq + t * G, side + t, acc.data() + t * 16);
+        token_tail<K, TM - 1>(p, g, t, n, xq, G, side, acc.data());
+    }
+    for (int64_t t = 0; t < n; ++t)
+        std::memcpy(y + t * ys, acc.data() + t * 16, static_cast<size_t>(nr) * sizeof(float));
+}
+
+template <int G, bool CORR, bool MIN>
+gemm_panel_fn pick_offset(int steps16) {
+    if (steps16 >= G / 4) return panel_groups<int16_groups<G, CORR, MIN>>;
+    if (steps16 >= 2) return panel_groups<int32_groups<G, 2, false, CORR, MIN>>;
+    return panel_groups<int32_groups<G, 1, false, CORR, MIN>>;
+}
+
+template <int G>
+gemm_panel_fn pick(const gemm_panel& p) {
+    const bool min = p.b != nullptr, corr = p.offset != 0;
+    if (p.format == panel_format::abs_sign)
+        return min ? panel_groups<int32_groups<G, 1, true, false, true>>
+                   : panel_groups<int32_groups<G, 1, true, false, false>>;
+    if (corr) return min ? pick_offset<G, true, true>(p.steps16) : pick_offset<G, true, false>(p.steps16);
+    return min ? pick_offset<G, false, true>(p.steps16) : pick_offset<G, false, false>(p.steps16);
+}
+
+void panel_dispatch(const gemm_panel& p, const gemm_tokens& x, float* y, int64_t ys, int nr) {
+    (p.group == 32 ? pick<32>(p) : pick<16>(p))(p, x, y, ys, nr);
+}
+
+// d[j] = dword j of r[0..7] (an 8 x 8 transpose of 32-bit elements).
+inline void transpose8_epi32(__m256i (&r)[8]) {
+    __m256i t[8], u[8];
+    for (int i = 0; i < 4; ++i) {
+        t[2 * i] = _mm256_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 2; ++i) {
+        u[4 * i] = _mm256_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 1] = _mm256_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 2] = _mm256_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+        u[4 * i + 3] = _mm256_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    }
+    for (int j = 0; j < 4; ++j) {
+        r[j] = _mm256_permute2x128_si256(u[j], u[4 + j], 0x20);
+        r[4 + j] = _mm256_permute2x128_si256(u[j], u[4 + j], 0x31);
+    }
+}
+
+inline void transpose8_ps(__m256 (&r)[8]) {
+    __m256i v[8];
+    for (int i = 0; i < 8; ++i) v[i] = _mm256_castps_si256(r[i]);
+    transpose8_epi32(v);
+    for (int i = 0; i < 8; ++i) r[i] = _mm256_castsi256_ps(v[i]);
+}
+
+// 16 rows x T tokens of f32 FMA chains over kc columns.
+template <int T>
+void float_tile(const float* wt, int64_t kc, const float* x, int64_t xs, float* y, int64_t ys, bool first) {
+    __m256 acc[2][T];
+    SL_UNROLL
+    for (int t = 0; t < T; ++t) {
+        acc[0][t] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(y + t * ys);
+        acc[1][t] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(y + t * ys + 8);
+    }
+    for (int64_t c = 0; c < kc; ++c) {
+        const __m256 w0 = _mm256_loadu_ps(wt + 16 * c), w1 = _mm256_loadu_ps(wt + 16 * c + 8);
+        SL_UNROLL
+        for (int t = 0; t < T; ++t) {
+            const __m256 xb = _mm256_broadcast_ss(x + t * xs + c);
+            acc[0][t] = _mm256_fmadd_ps(w0, xb, acc[0][t]);
+            acc[1][t] = _mm256_fmadd_ps(w1, xb, acc[1][t]);
+        }
+    }
+    SL_UNROLL
+    for (int t = 0; t < T; ++t) {
+        _mm256_storeu_ps(y + t * ys, acc[0][t]);
+        _mm256_storeu_ps(y + t * ys + 8, acc[1][t]);
+    }
+}
+
+template <int T>
+void float_tail(const float* wt, int64_t kc, const float* x, int64_t xs, int64_t t, int64_t n, float* y, int64_t ys,
+                bool first) {
+    if constexpr (T > 0) {
+        if (n - t >= T) {
+            float_tile<T>(wt, kc, x + t * xs, xs, y + t * ys, ys, first);
+            t += T;
+        }
+        float_tail<T - 1>(wt, kc, x, xs, t, n, y, ys, first);
+    }
+}
+
+}  // namespace
+
+gemm_panel_fn gemm_panel_avx2() {
+    return panel_dispatch;
+}
+gemm_float_fn gemm_float_avx2() {
+    return float_generic;
+}
+
+void gemm_pack_panel_avx2(const int8_t* rows, int64_t cols, panel_format format, int offset, uint8_t* q, int8_t* sq) {
+    const __m256i off = _mm256_set1_epi8(static_cast<char>(offset));
+    for (int64_t c = 0; c < cols; c += 32)
+        for (int h = 0; h < 2; ++h) {
+            __m256i r[8];
+            for (int i = 0; i < 8; ++i) r[i] = load_si(rows + (8 * h + i) * cols + c);
+            transpose8_epi32(r);
+            for (int j = 0; j < 8; ++j) {
+                const int64_t at = (c / 4 + j) * 64 + 32 * h;
+                if (format == panel_format::abs_sign) {
+                    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + at), _mm256_abs_epi8(r[j]));
+                    _mm256_storeu_si256(reinterpret_cast<__m256i*>(sq + at), r[j]);
+                } else {
+                    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + at), _mm256_add_epi8(r[j], off));
+                }
+            }
+        }
+}
+
+bool gemm_pack_token_avx2(const int8_t* qs, const float* d, int64_t cols, int group, int offset, int64_t t, int64_t n,
+                          int8_t* qg, gemm_group_side* side) {
+    const int64_t ng = cols / group;
+    const __m128i m128 = _mm_set1_epi8(-128);
+    __m128i seen = _mm_setzero_si128();
+    for (int64_t g = 0; g < ng; ++g) {
+        const int8_t* src = qs + g * group;
+        int8_t* dst = qg + (g * n + t) * group;
+        // sad of (q ^ 0x80) against 0 sums q + 128 exactly; the 128s are taken off below.
+        __m128i sad = _mm_setzero_si128();
+        for (int i = 0; i < group; i += 16) {
+            const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), v);
+            seen = _mm_or_si128(seen, _mm_cmpeq_epi8(v, m128));
+            sad = _mm_add_epi64(sad, _mm_sad_epu8(_mm_xor_si128(v, m128), _mm_setzero_si128()));
+        }
+        const int32_t sum = static_cast<int32_t>(_mm_cvtsi128_si64(sad) + _mm_extract_epi64(sad, 1)) - 128 * group;
+        const float dg = d[g * group / 32];
+        side[g * n + t] = {offset * sum, dg, dg * static_cast<float>(sum)};
+    }
+    return _mm_movemask_epi8(seen) != 0;
+}
+
+void gemm_widen_panel_avx2(const tensor_view& w, int64_t r0, int nr, int64_t c0, int64_t c1, float* wt) {
+    const bool bf16 = w.type == dtype::bf16;
+    auto widen8 = [&](const uint8_t* row, int64_t c) {
+        const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * c));
+        return bf16 ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)) : _mm256_cvtph_ps(h);
+    };
+    const int64_t c8 = c0 + (c1 - c0) / 8 * 8;
+    for (int64_t c = c0; c < c8; c += 8)
+        for (int h = 0; h < 2; ++h) {
+            __m256 v[8];
+            for (int i = 0; i < 8; ++i) v[i] = 8 * h + i < nr ? widen8(w.row(r0 + 8 * h + i), c) : _mm256_setzero_ps();
+            transpose8_ps(v);
+            for (int j = 0; j < 8; ++j) _mm256_storeu_ps(wt + (c - c0 + j) * 16 + 8 * h, v[j]);
+        }
+    for (int64_t c = c8; c < c1; ++c)
+        for (int r = 0; r < 16; ++r) {
+            float v = 0.0f;
+            if (r < nr) {
+                uint16_t bits;
+                std::memcpy(&bits, w.row(r0 + r) + 2 * c, 2);
+                if (bf16) {
+                    const uint32_t u = static_cast<uint32_t>(bits) << 16;
+                    std::memcpy(&v, &u, 4);
+                } else {
+                    v = fp16_to_fp32(bits);
+                }
+            }
+            wt[(c - c0) * 16 + r] = v;
+        }
+}
+
+void gemm_float_panel_avx2(const float* wt, int64_t kc, const float* x, int64_t xs, int64_t n, float* y, int64_t ys,
+                           bool first) {
+    constexpr int TM = 6;  // 12 accumulators + 2 weights + 1 broadcast
+    int64_t t = 0;
+    for (; t + TM <= n; t += TM) float_tile<TM>(wt, kc, x + t * xs, xs, y + t * ys, ys, first);
+    float_tail<TM - 1>(wt, kc, x, xs, t, n, y, ys, first);
+}
 
 }  // namespace sl::kernels::detail
