@@ -15,6 +15,9 @@
 #include "sparselens/kernels/kernels.h"
 
 #define SL_UNROLL _Pragma("GCC unroll 16")
+// The column-step loops stay rolled: unrolled, GCC schedules every step's products ahead of their
+// adds and spills them all to the stack.
+#define SL_NO_UNROLL _Pragma("GCC unroll 1")
 
 namespace sl::kernels::detail {
 namespace {
@@ -22,6 +25,12 @@ namespace {
 inline __m256i load_si(const void* p) {
     return _mm256_loadu_si256(static_cast<const __m256i*>(p));
 }
+
+// Ends one token's step: GCC otherwise hoists every token's broadcast ahead of the products and runs
+// out of the 16 ymm registers (12 accumulators + 2 weights + broadcast + product), spilling
+// accumulators to the stack inside the hottest loop. Volatile asm statements keep their order, so
+// each token's broadcast, products and adds stay together.
+#define SL_KEEP_ORDER(a, b) __asm__ volatile("" : "+x"(a), "+x"(b))
 
 inline __m256i bcast4(const int8_t* p) {
     int32_t v;
@@ -61,7 +70,7 @@ struct int16_groups {
         __m256i acc[2][T];
         SL_UNROLL
         for (int t = 0; t < T; ++t) acc[0][t] = acc[1][t] = _mm256_setzero_si256();
-        SL_UNROLL
+        SL_NO_UNROLL
         for (int k4 = 0; k4 < G / 4; ++k4) {
             const __m256i w0 = load_si(wq + 64 * k4), w1 = load_si(wq + 64 * k4 + 32);
             SL_UNROLL
@@ -69,6 +78,7 @@ struct int16_groups {
                 const __m256i bx = bcast4(xq + t * G + 4 * k4);
                 acc[0][t] = _mm256_add_epi16(acc[0][t], _mm256_maddubs_epi16(w0, bx));
                 acc[1][t] = _mm256_add_epi16(acc[1][t], _mm256_maddubs_epi16(w1, bx));
+                SL_KEEP_ORDER(acc[0][t], acc[1][t]);
             }
         }
         const __m256i ones = _mm256_set1_epi16(1);
@@ -94,7 +104,7 @@ struct int32_groups {
         __m256i acc[2][T];
         SL_UNROLL
         for (int t = 0; t < T; ++t) acc[0][t] = acc[1][t] = _mm256_setzero_si256();
-        SL_UNROLL
+        SL_NO_UNROLL
         for (int k4 = 0; k4 < G / 4; k4 += S) {
             __m256i w[S][2];
             SL_UNROLL
@@ -119,6 +129,7 @@ struct int32_groups {
                     }
                     acc[h][t] = _mm256_add_epi32(acc[h][t], _mm256_madd_epi16(sum16, ones));
                 }
+                SL_KEEP_ORDER(acc[0][t], acc[1][t]);
             }
         }
         group_epilogue<T, CORR, MIN>(acc, p.a + g * 16, MIN ? p.b + g * 16 : nullptr, side, accf);
