@@ -1,6 +1,6 @@
-// One (token, head) of causal attention, included by attention.cpp (portable build) and
-// attention_avx512.cpp (AVX-512 build). Everything is in an anonymous namespace so each including TU,
-// built with its own ISA flags, gets its own copy.
+// One (token, head) of causal attention, included by attention.cpp (portable build),
+// attention_avx512.cpp and attention_avx2.cpp (AVX-512 and AVX2 builds). Everything is in an anonymous
+// namespace so each including TU, built with its own ISA flags, gets its own copy.
 #pragma once
 
 #include <algorithm>
@@ -17,8 +17,10 @@ namespace sl::kernels::detail {
 using attend_fn = void (*)(const float* q, const float* k_cache, const float* v_cache, int32_t n_pos,
                            int32_t kv_stride, const attention_shape& shape, float* out, float* att);
 
-// The AVX-512 build of attend_one (attention_avx512.cpp), bit-identical to the portable one.
+// The AVX-512 and AVX2 builds of attend_one (attention_avx512.cpp, attention_avx2.cpp), bit-identical
+// to the portable one.
 attend_fn attend_avx512();
+attend_fn attend_avx2();
 
 namespace {
 
