@@ -25,7 +25,7 @@ bool scales_per_16(dtype t) {
 // The int8 panel kernel of the active ISA and the panel format it reads.
 struct int8_kernel {
     gemm_panel_fn fn;
-    bool maddubs;  // offset / abs_sign panels and group-major tokens (AVX2); otherwise plus_128
+    bool maddubs;  // offset / wide panels and group-major tokens (AVX2); otherwise plus_128
 };
 
 int8_kernel active_int8_kernel() {
@@ -41,18 +41,17 @@ int8_kernel active_int8_kernel() {
     return {gemm_panel_scalar(), false};
 }
 
-// The panel encoding for the maddubs kernels. Bounds: activations |qs| <= 128 and a maddubs pair
-// sum u0 * x0 + u1 * x1 must stay below 2^15 (the instruction saturates), so the offset format
-// needs u = q + offset <= 127; `steps16` pair sums of one lane are then added in int16 while
-// steps16 * 2 * 128 * u_max < 2^15. Wider types move q's sign onto the activations instead
-// (|q| <= 128, |qs| <= 127: gemm_int8 checks for -128 activations).
-struct maddubs_encoding {
+// The panel encoding for the AVX2 kernels. Bounds: activations |qs| <= 128 (127 but for denormal
+// inputs) and a maddubs pair sum u0 * x0 + u1 * x1 must stay below 2^15 (the instruction
+// saturates), so the offset format needs u = q + offset <= 127; `steps16` pair sums of one lane are
+// then added in int16 while steps16 * 2 * 128 * u_max < 2^15. Types whose q spans int8 go wide.
+struct avx2_encoding {
     panel_format format;
     int offset;
     int steps16;
 };
 
-maddubs_encoding encoding_for(dtype t, int group) {
+avx2_encoding encoding_for(dtype t, int group) {
     int lo = -128, hi = 127;  // the decoded q range of each type (quant_unpack.cpp)
     switch (t) {
         case dtype::q4_0:
@@ -82,7 +81,7 @@ maddubs_encoding encoding_for(dtype t, int group) {
             break;  // Q8_0, IQ4_NL (-127..113), IQ4_XS
     }
     const int offset = std::max(0, -lo), umax = hi + offset;
-    if (umax > 127) return {panel_format::abs_sign, 0, 1};
+    if (umax > 127) return {panel_format::wide, 0, 1};
     int steps = 1;
     while (2 * steps <= group / 4 && 2 * steps * 2 * 128 * umax <= 32767) steps *= 2;
     return {panel_format::offset, offset, steps};
@@ -96,9 +95,8 @@ struct token_scratch {
     std::vector<int8_t> qs;
     std::vector<float> d, s, dx, xm, src;
     std::vector<int32_t> corr;
-    std::vector<int8_t> qg;  // maddubs kernels: group-major copy of qs
+    std::vector<int16_t> qg;  // AVX2 kernels: group-major copy of qs (int8 or int16 values)
     std::vector<gemm_group_side> side;
-    std::vector<uint8_t> has_m128;  // per token: a q is -128
     act_kind kind = act_kind::q8_f32;
     int64_t n_src = -1, cols_src = -1;
 
@@ -117,13 +115,12 @@ struct token_scratch {
     void reserve_grouped(int64_t n, int64_t cols, int group) {
         if (qg.size() < static_cast<size_t>(n * cols)) qg.resize(static_cast<size_t>(n * cols));
         if (side.size() < static_cast<size_t>(n * (cols / group))) side.resize(static_cast<size_t>(n * (cols / group)));
-        if (has_m128.size() < static_cast<size_t>(n)) has_m128.resize(static_cast<size_t>(n));
     }
 
-    // Token t of n into the maddubs kernels' group-major arrays.
-    void pack(int64_t t, int64_t n, int64_t cols, int group, int offset) {
-        has_m128[static_cast<size_t>(t)] = gemm_pack_token_avx2(qs.data() + t * cols, d.data() + t * (cols / 32), cols,
-                                                                group, offset, t, n, qg.data(), side.data());
+    // Token t of n into the AVX2 kernels' group-major arrays.
+    void pack(int64_t t, int64_t n, int64_t cols, int group, const avx2_encoding& enc) {
+        gemm_pack_token_avx2(qs.data() + t * cols, d.data() + t * (cols / 32), cols, group, enc.offset,
+                             enc.format == panel_format::wide, t, n, qg.data(), side.data());
     }
 
     // True when qs/d/s already hold x quantized as `k`; otherwise remembers x as what they will hold.
@@ -168,18 +165,17 @@ token_scratch& thread_tokens() {
 // One thread's decoded panel; grows only.
 struct panel_buffer {
     std::vector<uint8_t> q;
-    std::vector<int8_t> sq;
     std::vector<int8_t> rows;  // the panel's rows decoded row-major, [16][cols]
     std::vector<float> a, b, ba, bb;
 
     // Decodes rows [r0, r0 + nr) of w (nr <= 16) into the panel layout: first each row into `rows`
     // (sequential writes), then the interleaved q one 64-byte line at a time (scattering 4-byte words
     // straight into the panel touched every line of it once per row).
-    gemm_panel fill(const tensor_view& w, int64_t r0, int nr, int group, const maddubs_encoding* enc) {
+    gemm_panel fill(const tensor_view& w, int64_t r0, int nr, int group, const avx2_encoding* enc) {
         const quant_traits& qt = quant_info(w.type);
         const int64_t cols = w.cols, be = dtype_block_elems(w.type), bytes = dtype_block_bytes(w.type);
         const int64_t ng = cols / group;
-        q.resize(static_cast<size_t>(cols * k_panel_rows));
+        q.resize(static_cast<size_t>(cols * k_panel_rows * (enc && enc->format == panel_format::wide ? 2 : 1)));
         rows.resize(static_cast<size_t>(cols * k_panel_rows));
         // Rows past the matrix: q = 0, a = b = 0; they compute zeros nobody stores.
         if (nr < k_panel_rows) std::fill(rows.begin() + nr * cols, rows.end(), int8_t{0});
@@ -201,9 +197,8 @@ struct panel_buffer {
         }
         const float* bp = qt.has_min ? b.data() : nullptr;
         if (enc) {
-            if (enc->format == panel_format::abs_sign) sq.resize(q.size());
-            gemm_pack_panel_avx2(rows.data(), cols, enc->format, enc->offset, q.data(), sq.data());
-            return {q.data(), sq.data(), a.data(), bp, cols, group, enc->format, enc->offset, enc->steps16};
+            gemm_pack_panel_avx2(rows.data(), cols, enc->format, enc->offset, q.data());
+            return {q.data(), a.data(), bp, cols, group, enc->format, enc->offset, enc->steps16};
         }
         // q ^ 0x80 per byte is q + 128 as unsigned.
         for (int64_t c4 = 0; c4 < cols / 4; ++c4) {
@@ -214,7 +209,7 @@ struct panel_buffer {
             }
             std::memcpy(q.data() + c4 * 64, line, 64);
         }
-        return {q.data(), nullptr, a.data(), bp, cols, group, panel_format::plus_128, 128, 1};
+        return {q.data(), a.data(), bp, cols, group, panel_format::plus_128, 128, 1};
     }
 };
 
@@ -341,13 +336,21 @@ void gemm_float(const tensor_view& w, const float* x, int64_t n, float* y, int n
 
 void gemm_int8(const tensor_view& w, const float* x, int64_t n, float* y, int nt) {
     const kernel_table& kt = active_table();
-    int8_kernel kern = active_int8_kernel();
+    const int8_kernel kern = active_int8_kernel();
     const int group = scales_per_16(w.type) ? 16 : 32;
-    const maddubs_encoding enc = encoding_for(w.type, group);
+    const avx2_encoding enc = encoding_for(w.type, group);
     token_scratch& tok = thread_tokens();
     tok.reserve(n, w.cols, group);
     if (kern.maddubs) tok.reserve_grouped(n, w.cols, group);
     const bool reused = tok.reuse(quant_info(w.type).act, x, n, w.cols);
+    const gemm_tokens xs{tok.qs.data(),
+                         tok.corr.data(),
+                         tok.dx.data(),
+                         quant_info(w.type).has_min ? tok.xm.data() : nullptr,
+                         tok.qg.data(),
+                         tok.side.data(),
+                         n,
+                         w.cols};
     const int64_t panels = (w.rows + k_panel_rows - 1) / k_panel_rows;
     nt = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(nt, panels)));
 
@@ -357,35 +360,18 @@ void gemm_int8(const tensor_view& w, const float* x, int64_t n, float* y, int nt
         for (int64_t t = 0; t < n; ++t) {
             if (!reused) tok.quantize(kt, w.type, x, t, w.cols);
             if (kern.maddubs)
-                tok.pack(t, n, w.cols, group, enc.offset);
+                tok.pack(t, n, w.cols, group, enc);
             else
                 tok.sums(t, w.cols, group);
         }
         // implicit barrier: every token is ready before any panel uses it
-        int8_kernel k = kern;
-        if (k.maddubs && enc.format == panel_format::abs_sign &&
-            std::any_of(tok.has_m128.begin(), tok.has_m128.begin() + n, [](uint8_t v) { return v != 0; })) {
-            // A -128 activation (only from denormal inputs) has no sign-flipped int8: run the portable
-            // kernel, same bits. Every thread decides alike from the same flags.
-#pragma omp for schedule(static)
-            for (int64_t t = 0; t < n; ++t) tok.sums(t, w.cols, group);
-            k = {gemm_panel_scalar(), false};
-        }
-        const gemm_tokens xs{tok.qs.data(),
-                             tok.corr.data(),
-                             tok.dx.data(),
-                             quant_info(w.type).has_min ? tok.xm.data() : nullptr,
-                             tok.qg.data(),
-                             tok.side.data(),
-                             n,
-                             w.cols};
         const int th = omp_get_thread_num(), nth = omp_get_num_threads();
         const int64_t p0 = panels * th / nth, p1 = panels * (th + 1) / nth;
         panel_buffer& buf = thread_panel();
         for (int64_t pi = p0; pi < p1; ++pi) {
             const int64_t r0 = pi * k_panel_rows;
             const int nr = static_cast<int>(std::min<int64_t>(k_panel_rows, w.rows - r0));
-            k.fn(buf.fill(w, r0, nr, group, k.maddubs ? &enc : nullptr), xs, y + r0, w.rows, nr);
+            kern.fn(buf.fill(w, r0, nr, group, kern.maddubs ? &enc : nullptr), xs, y + r0, w.rows, nr);
         }
     }
 }

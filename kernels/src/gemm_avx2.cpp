@@ -1,9 +1,9 @@
 // AVX2 prefill GEMMs, bit-identical to the portable kernels of gemm_internal.h.
 // Int8: vpmaddubsw (u8 x s8 -> int16 pair sums) against panels whose u8 operand is the type's raw q
-// (q + offset; the offset is removed per group through the tokens' corr) or |q| with q's sign moved
-// onto the activations (Q8_0, IQ4). A register tile is 16 rows (two ymm) x up to 6 tokens for one
-// scale group; the panel's f32 accumulators of every token stay in L1 while the tokens' group-major
-// activations stream past, so each 64-byte weight line is loaded once per tile from L1.
+// (q + offset; the offset is removed per group with the tokens' sums), or vpmaddwd on int16 q and
+// activations for the types whose q spans int8 (Q8_0, IQ4). A register tile is 16 rows (two ymm) x
+// up to 6 tokens for one scale group; the panel's f32 accumulators of every token stay in L1 while
+// the tokens' group-major activations stream past, so each weight line is loaded once per tile.
 // F16/BF16: a 16-row panel widened and transposed once per column chunk, 16 rows x 6 tokens of f32
 // FMAs per register tile, the tokens read straight from x (no transposed copy).
 #include <immintrin.h>
@@ -38,21 +38,24 @@ inline __m256i bcast4(const int8_t* p) {
     return _mm256_set1_epi32(v);
 }
 
-// accf[t * 16 + r] = fma(float(isum - corr), a * dx, accf), then fma(b, xm, accf) with a minimum:
-// the f32 step of one group for T tokens, exactly as the portable kernel orders it.
-template <int T, bool CORR, bool MIN>
+// accf[t * 16 + r] = fma(float(isum - offset * sum), a * dx, accf), then fma(b, xm, accf) with a
+// minimum: the f32 step of one group for T tokens, exactly as the portable kernel orders it. The
+// conversion is the magic-number one (gemm_internal.h): vpmaddwd/vpmaddubsw/vcvtdq2ps/FMA all issue
+// on the same two pipes here, integer adds and f32 subtracts do not.
+template <int T, bool MIN>
 inline void group_epilogue(__m256i (&isum)[2][T], const float* a, const float* b, const gemm_group_side* side,
                            float* accf) {
+    const __m256 magic = _mm256_set1_ps(12582912.0f);  // 1.5 * 2^23, the value of k_f32_magic
     SL_UNROLL
     for (int h = 0; h < 2; ++h) {
         const __m256 av = _mm256_loadu_ps(a + 8 * h);
         SL_UNROLL
         for (int t = 0; t < T; ++t) {
-            __m256i v = isum[h][t];
-            if constexpr (CORR) v = _mm256_sub_epi32(v, _mm256_set1_epi32(side[t].corr));
+            const __m256i v = _mm256_add_epi32(isum[h][t], _mm256_set1_epi32(side[t].bias));
+            const __m256 f = _mm256_sub_ps(_mm256_castsi256_ps(v), magic);
             const __m256 sc = _mm256_mul_ps(av, _mm256_set1_ps(side[t].dx));
             float* o = accf + t * 16 + 8 * h;
-            __m256 acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), sc, _mm256_loadu_ps(o));
+            __m256 acc = _mm256_fmadd_ps(f, sc, _mm256_loadu_ps(o));
             if constexpr (MIN) acc = _mm256_fmadd_ps(_mm256_loadu_ps(b + 8 * h), _mm256_set1_ps(side[t].xm), acc);
             _mm256_storeu_ps(o, acc);
         }
@@ -61,9 +64,10 @@ inline void group_epilogue(__m256i (&isum)[2][T], const float* a, const float* b
 
 // Offset panels whose whole group fits int16 (steps16 >= G / 4: Q4_0, Q4_1, Q4_K, Q2_K, Q3_K): one
 // maddubs + one add per 4 columns x 8 rows x token, widened once per group.
-template <int G, bool CORR, bool MIN>
+template <int G, bool MIN>
 struct int16_groups {
     static constexpr int max_tokens = 6;  // 12 accumulators + 2 weights + 1 broadcast
+    using act = int8_t;
     template <int T>
     static void run(const gemm_panel& p, int64_t g, const int8_t* xq, const gemm_group_side* side, float* accf) {
         const uint8_t* wq = p.q + g * G * 16;
@@ -87,19 +91,19 @@ struct int16_groups {
             acc[0][t] = _mm256_madd_epi16(acc[0][t], ones);
             acc[1][t] = _mm256_madd_epi16(acc[1][t], ones);
         }
-        group_epilogue<T, CORR, MIN>(acc, p.a + g * 16, MIN ? p.b + g * 16 : nullptr, side, accf);
+        group_epilogue<T, MIN>(acc, p.a + g * 16, MIN ? p.b + g * 16 : nullptr, side, accf);
     }
 };
 
-// Panels widened to int32 every S steps: S = 2 for offset types whose int16 pair sums allow only a
-// few steps (Q5_x, Q6_K), S = 1 for abs_sign (Q8_0, IQ4: the activations take q's sign first).
-template <int G, int S, bool SIGN, bool CORR, bool MIN>
+// Offset panels whose int16 pair sums allow only S = 2 steps (Q5_x, Q6_K), or S = 1: widened to
+// int32 every S steps.
+template <int G, int S, bool MIN>
 struct int32_groups {
-    static constexpr int max_tokens = S == 1 ? 5 : 4;
+    static constexpr int max_tokens = 4;  // 8 accumulators + 2 * S weights + S broadcasts + product
+    using act = int8_t;
     template <int T>
     static void run(const gemm_panel& p, int64_t g, const int8_t* xq, const gemm_group_side* side, float* accf) {
         const uint8_t* wq = p.q + g * G * 16;
-        const int8_t* ws = SIGN ? p.sq + g * G * 16 : nullptr;
         const __m256i ones = _mm256_set1_epi16(1);
         __m256i acc[2][T];
         SL_UNROLL
@@ -119,26 +123,51 @@ struct int32_groups {
                 for (int s = 0; s < S; ++s) bx[s] = bcast4(xq + t * G + 4 * (k4 + s));
                 SL_UNROLL
                 for (int h = 0; h < 2; ++h) {
-                    __m256i sum16 = _mm256_setzero_si256();
+                    __m256i sum16 = _mm256_maddubs_epi16(w[0][h], bx[0]);
                     SL_UNROLL
-                    for (int s = 0; s < S; ++s) {
-                        __m256i xs = bx[s];
-                        if constexpr (SIGN) xs = _mm256_sign_epi8(xs, load_si(ws + 64 * (k4 + s) + 32 * h));
-                        const __m256i prod = _mm256_maddubs_epi16(w[s][h], xs);
-                        sum16 = s == 0 ? prod : _mm256_add_epi16(sum16, prod);
-                    }
+                    for (int s = 1; s < S; ++s) sum16 = _mm256_add_epi16(sum16, _mm256_maddubs_epi16(w[s][h], bx[s]));
                     acc[h][t] = _mm256_add_epi32(acc[h][t], _mm256_madd_epi16(sum16, ones));
                 }
                 SL_KEEP_ORDER(acc[0][t], acc[1][t]);
             }
         }
-        group_epilogue<T, CORR, MIN>(acc, p.a + g * 16, MIN ? p.b + g * 16 : nullptr, side, accf);
+        group_epilogue<T, MIN>(acc, p.a + g * 16, MIN ? p.b + g * 16 : nullptr, side, accf);
+    }
+};
+
+// Wide panels (int16 q: Q8_0, IQ4): one vpmaddwd + one add per 2 columns x 8 rows x token, against
+// int16 activation pairs. Fewer multiply-pipe ops than moving q's sign onto int8 activations
+// (vpsignb + vpmaddubsw + vpmaddwd per 4 columns), and no int8 corner case.
+template <int G, bool MIN>
+struct wide_groups {
+    static constexpr int max_tokens = 6;
+    using act = int16_t;
+    template <int T>
+    static void run(const gemm_panel& p, int64_t g, const int16_t* xq, const gemm_group_side* side, float* accf) {
+        const uint8_t* wq = p.q + g * G * 32;
+        __m256i acc[2][T];
+        SL_UNROLL
+        for (int t = 0; t < T; ++t) acc[0][t] = acc[1][t] = _mm256_setzero_si256();
+        SL_NO_UNROLL
+        for (int k2 = 0; k2 < G / 2; ++k2) {
+            const __m256i w0 = load_si(wq + 64 * k2), w1 = load_si(wq + 64 * k2 + 32);
+            SL_UNROLL
+            for (int t = 0; t < T; ++t) {
+                int32_t pair;
+                std::memcpy(&pair, xq + t * G + 2 * k2, 4);
+                const __m256i bx = _mm256_set1_epi32(pair);
+                acc[0][t] = _mm256_add_epi32(acc[0][t], _mm256_madd_epi16(w0, bx));
+                acc[1][t] = _mm256_add_epi32(acc[1][t], _mm256_madd_epi16(w1, bx));
+                SL_KEEP_ORDER(acc[0][t], acc[1][t]);
+            }
+        }
+        group_epilogue<T, MIN>(acc, p.a + g * 16, MIN ? p.b + g * 16 : nullptr, side, accf);
     }
 };
 
 // Tokens [t, n) of group g in tiles of T, T - 1, ..., 1 (each at most once after the full tiles).
 template <class K, int T>
-void token_tail(const gemm_panel& p, int64_t g, int64_t t, int64_t n, const int8_t* xq, int G,
+void token_tail(const gemm_panel& p, int64_t g, int64_t t, int64_t n, const typename K::act* xq, int G,
                 const gemm_group_side* side, float* accf) {
     if constexpr (T > 0) {
         if (n - t >= T) {
@@ -165,7 +194,7 @@ void panel_groups(const gemm_panel& p, const gemm_tokens& x, float* y, int64_t y
     if (acc.size() < static_cast<size_t>(n * 16)) acc.resize(static_cast<size_t>(n * 16));
     std::fill(acc.begin(), acc.begin() + n * 16, 0.0f);
     for (int64_t g = 0; g < ng; ++g) {
-        const int8_t* xq = x.qg + g * n * G;
+        const auto* xq = static_cast<const typename K::act*>(x.qg) + g * n * G;
         const gemm_group_side* side = x.side + g * n;
         int64_t t = 0;
         for (; t + TM <= n; t += TM) K::template run<TM>(p, g, xq + t * G, side + t, acc.data() + t * 16);
@@ -175,25 +204,19 @@ void panel_groups(const gemm_panel& p, const gemm_tokens& x, float* y, int64_t y
         std::memcpy(y + t * ys, acc.data() + t * 16, static_cast<size_t>(nr) * sizeof(float));
 }
 
-template <int G, bool CORR, bool MIN>
-gemm_panel_fn pick_offset(int steps16) {
-    if (steps16 >= G / 4) return panel_groups<int16_groups<G, CORR, MIN>>;
-    if (steps16 >= 2) return panel_groups<int32_groups<G, 2, false, CORR, MIN>>;
-    return panel_groups<int32_groups<G, 1, false, CORR, MIN>>;
-}
-
-template <int G>
+template <int G, bool MIN>
 gemm_panel_fn pick(const gemm_panel& p) {
-    const bool min = p.b != nullptr, corr = p.offset != 0;
-    if (p.format == panel_format::abs_sign)
-        return min ? panel_groups<int32_groups<G, 1, true, false, true>>
-                   : panel_groups<int32_groups<G, 1, true, false, false>>;
-    if (corr) return min ? pick_offset<G, true, true>(p.steps16) : pick_offset<G, true, false>(p.steps16);
-    return min ? pick_offset<G, false, true>(p.steps16) : pick_offset<G, false, false>(p.steps16);
+    if (p.format == panel_format::wide) return panel_groups<wide_groups<G, MIN>>;
+    if (p.steps16 >= G / 4) return panel_groups<int16_groups<G, MIN>>;
+    if (p.steps16 >= 2) return panel_groups<int32_groups<G, 2, MIN>>;
+    return panel_groups<int32_groups<G, 1, MIN>>;
 }
 
 void panel_dispatch(const gemm_panel& p, const gemm_tokens& x, float* y, int64_t ys, int nr) {
-    (p.group == 32 ? pick<32>(p) : pick<16>(p))(p, x, y, ys, nr);
+    const bool min = p.b != nullptr;
+    gemm_panel_fn f =
+        p.group == 32 ? (min ? pick<32, true>(p) : pick<32, false>(p)) : (min ? pick<16, true>(p) : pick<16, false>(p));
+    f(p, x, y, ys, nr);
 }
 
 // d[j] = dword j of r[0..7] (an 8 x 8 transpose of 32-bit elements).
@@ -268,46 +291,57 @@ gemm_float_fn gemm_float_avx2() {
     return float_generic;
 }
 
-void gemm_pack_panel_avx2(const int8_t* rows, int64_t cols, panel_format format, int offset, uint8_t* q, int8_t* sq) {
+void gemm_pack_panel_avx2(const int8_t* rows, int64_t cols, panel_format format, int offset, uint8_t* q) {
+    if (format == panel_format::wide) {
+        // 16 columns of 8 rows at a time: widened to int16 pairs (one dword per row and column pair),
+        // transposed so dword j of the result holds column pair j of the 8 rows.
+        for (int64_t c = 0; c < cols; c += 16)
+            for (int h = 0; h < 2; ++h) {
+                __m256i r[8];
+                for (int i = 0; i < 8; ++i)
+                    r[i] = _mm256_cvtepi8_epi16(
+                        _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows + (8 * h + i) * cols + c)));
+                transpose8_epi32(r);
+                for (int j = 0; j < 8; ++j)
+                    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + (c / 2 + j) * 64 + 32 * h), r[j]);
+            }
+        return;
+    }
     const __m256i off = _mm256_set1_epi8(static_cast<char>(offset));
     for (int64_t c = 0; c < cols; c += 32)
         for (int h = 0; h < 2; ++h) {
             __m256i r[8];
             for (int i = 0; i < 8; ++i) r[i] = load_si(rows + (8 * h + i) * cols + c);
             transpose8_epi32(r);
-            for (int j = 0; j < 8; ++j) {
-                const int64_t at = (c / 4 + j) * 64 + 32 * h;
-                if (format == panel_format::abs_sign) {
-                    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + at), _mm256_abs_epi8(r[j]));
-                    _mm256_storeu_si256(reinterpret_cast<__m256i*>(sq + at), r[j]);
-                } else {
-                    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + at), _mm256_add_epi8(r[j], off));
-                }
-            }
+            for (int j = 0; j < 8; ++j)
+                _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + (c / 4 + j) * 64 + 32 * h),
+                                    _mm256_add_epi8(r[j], off));
         }
 }
 
-bool gemm_pack_token_avx2(const int8_t* qs, const float* d, int64_t cols, int group, int offset, int64_t t, int64_t n,
-                          int8_t* qg, gemm_group_side* side) {
+void gemm_pack_token_avx2(const int8_t* qs, const float* d, int64_t cols, int group, int offset, bool wide, int64_t t,
+                          int64_t n, void* qg, gemm_group_side* side) {
     const int64_t ng = cols / group;
     const __m128i m128 = _mm_set1_epi8(-128);
-    __m128i seen = _mm_setzero_si128();
     for (int64_t g = 0; g < ng; ++g) {
         const int8_t* src = qs + g * group;
-        int8_t* dst = qg + (g * n + t) * group;
         // sad of (q ^ 0x80) against 0 sums q + 128 exactly; the 128s are taken off below.
         __m128i sad = _mm_setzero_si128();
         for (int i = 0; i < group; i += 16) {
             const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
-            _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), v);
-            seen = _mm_or_si128(seen, _mm_cmpeq_epi8(v, m128));
+            const int64_t at = (g * n + t) * group + i;
+            if (wide) {
+                _mm256_storeu_si256(reinterpret_cast<__m256i*>(static_cast<int16_t*>(qg) + at),
+                                    _mm256_cvtepi8_epi16(v));
+            } else {
+                _mm_storeu_si128(reinterpret_cast<__m128i*>(static_cast<int8_t*>(qg) + at), v);
+            }
             sad = _mm_add_epi64(sad, _mm_sad_epu8(_mm_xor_si128(v, m128), _mm_setzero_si128()));
         }
         const int32_t sum = static_cast<int32_t>(_mm_cvtsi128_si64(sad) + _mm_extract_epi64(sad, 1)) - 128 * group;
         const float dg = d[g * group / 32];
-        side[g * n + t] = {offset * sum, dg, dg * static_cast<float>(sum)};
+        side[g * n + t] = {k_f32_magic - offset * sum, dg, dg * static_cast<float>(sum)};
     }
-    return _mm_movemask_epi8(seen) != 0;
 }
 
 void gemm_widen_panel_avx2(const tensor_view& w, int64_t r0, int nr, int64_t c0, int64_t c1, float* wt) {

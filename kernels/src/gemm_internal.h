@@ -13,53 +13,60 @@ namespace sl::kernels::detail {
 // Rows per weight panel: one zmm of int32/f32 lanes (AVX-512), two ymm (AVX2); lane i = panel row i.
 constexpr int k_panel_rows = 16;
 
-// How a panel stores the decoded q (every format keeps the layout below, so one fill serves all):
+// How a panel stores the decoded q (every format keeps the row-lane layout below):
 //   plus_128: q + 128, the u8 operand of vpdpbusd (AVX-512 VNNI and the portable kernel); the
 //             tokens' corr = 128 * sum(qs) removes the offset.
-//   offset:   q + offset (AVX2 maddubs, types whose q range is small): offset = -(smallest q of the
-//             type), so the u8 operand is the type's raw bits (Q4_0 nibbles, Q6_K 6-bit values);
-//             corr = offset * sum(qs). Pair sums of maddubs stay below 2^15, and `steps16`
-//             consecutive 4-column steps may be summed in int16 before widening.
-//   abs_sign: |q| in q and q itself in sq (AVX2 maddubs, types with |q| up to 128: Q8_0, IQ4): the
-//             activations take q's sign (|q| * sign(x, q) = q * x); corr = 0.
-enum class panel_format : uint8_t { plus_128, offset, abs_sign };
+//   offset:   q + offset (AVX2 vpmaddubsw, types whose q range is small): offset = -(smallest q of
+//             the type), so the u8 operand is the type's raw bits (Q4_0 nibbles, Q6_K 6-bit values);
+//             the offset is removed with offset * sum(qs). Pair sums of maddubs stay below 2^15, and
+//             `steps16` consecutive 4-column steps may be summed in int16 before widening.
+//   wide:     q as int16 (AVX2 vpmaddwd, types with |q| up to 128: Q8_0, IQ4), against int16
+//             activations; exact for every int8 pair.
+// Layout: plus_128 / offset: one 64-byte line holds 4 consecutive columns of all 16 rows,
+// q[(c / 4) * 64 + row * 4 + c % 4] (rows 0-7 in the line's first 32 bytes); wide: one line holds 2
+// columns, int16 element (c / 2) * 32 + row * 2 + c % 2.
+enum class panel_format : uint8_t { plus_128, offset, wide };
 
-// A panel of k_panel_rows weight rows decoded once (quant_unpack.h's q, a, b form) and laid out so
-// one 64-byte line holds 4 consecutive columns of all 16 rows: q[(c / 4) * 64 + row * 4 + c % 4]
-// (encoded per `format`; rows 0-7 in the line's first 32 bytes). a and b hold one value per `group`
-// columns per row, a[(c / group) * 16 + row]; b is null for types without a minimum. Rows past the
-// matrix are zeros.
+// A panel of k_panel_rows weight rows decoded once (quant_unpack.h's q, a, b form), q encoded per
+// `format`. a and b hold one value per `group` columns per row, a[(c / group) * 16 + row]; b is null
+// for types without a minimum. Rows past the matrix are zeros.
 struct gemm_panel {
-    const uint8_t* q = nullptr;
-    const int8_t* sq = nullptr;  // abs_sign only
+    const uint8_t* q = nullptr;  // wide: int16 elements
     const float* a = nullptr;
     const float* b = nullptr;
     int64_t cols = 0;
     int group = 32;  // 16 or 32: the granularity of a (and b)
     panel_format format = panel_format::plus_128;
-    int offset = 128;  // added to q (plus_128: 128; abs_sign: 0)
-    int steps16 = 1;   // offset / abs_sign: 4-column steps whose int16 pair sums cannot overflow
+    int offset = 128;  // added to q (plus_128: 128; wide: 0)
+    int steps16 = 1;   // offset: 4-column steps whose int16 pair sums cannot overflow
 };
 
-// One token's per-group side values for the maddubs kernels, next to each other for the broadcasts.
+// The bits of 1.5 * 2^23 as f32: for |v| < 2^22, the f32 with bits k_f32_magic + v is exactly
+// 1.5 * 2^23 + v, so subtracting 1.5 * 2^23 gives float(v) exactly with an integer add and an f32
+// subtract (off the two pipes the multiplies share on the AVX2 target). Every group sum is far
+// below 2^22 (at most 32 * 128 * 128 in magnitude).
+constexpr int32_t k_f32_magic = 0x4B400000;
+
+// One token's per-group side values for the AVX2 kernels, next to each other for the broadcasts.
 struct gemm_group_side {
-    int32_t corr;  // offset * sum(qs of the group)
+    int32_t bias;  // k_f32_magic - offset * sum(qs of the group)
     float dx;      // the activation scale of the group
     float xm;      // dx * float(sum(qs)) (the minimum's partner)
 };
 
-// Every token's quantized activations and, per group g of `group` columns: corr = the panel's
-// offset * sum(qs) (removes the offset exactly), dx = the activation scale, xm = dx * float(sum(qs))
-// (only for types with a minimum). plus_128 kernels read the token-major arrays; the maddubs
-// (offset / abs_sign) kernels read the group-major copy (for group g, the n tokens' `group` bytes
-// one after another, so a panel walks every token of a group as one sequential stream).
+// Every token's quantized activations and, per group g of `group` columns: corr = 128 * sum(qs)
+// (removes the +128 of plus_128 panels exactly), dx = the activation scale, xm = dx * float(sum(qs))
+// (only for types with a minimum). plus_128 kernels read the token-major arrays; the AVX2 kernels
+// read a group-major copy (for group g, the n tokens' `group` values one after another, int8 for
+// offset panels and int16 for wide ones, so a panel walks every token of a group as one
+// sequential stream) and the side records.
 struct gemm_tokens {
     const int8_t* qs = nullptr;             // [n][cols]
     const int32_t* corr = nullptr;          // [n][cols / group]
     const float* dx = nullptr;              // [n][cols / group]
     const float* xm = nullptr;              // [n][cols / group] or null
-    const int8_t* qg = nullptr;             // maddubs formats: [cols / group][n][group]
-    const gemm_group_side* side = nullptr;  // maddubs formats: [cols / group][n]
+    const void* qg = nullptr;               // AVX2: [cols / group][n][group], int8 or int16
+    const gemm_group_side* side = nullptr;  // AVX2: [cols / group][n]
     int64_t n = 0;
     int64_t cols = 0;
 };
@@ -83,18 +90,18 @@ gemm_float_fn gemm_float_avx2();
 gemm_float_fn gemm_float_avx512();
 
 gemm_panel_fn gemm_panel_scalar();
-// Reads offset / abs_sign panels and the group-major token arrays.
+// Reads offset / wide panels and the group-major token arrays.
 gemm_panel_fn gemm_panel_avx2();
 // Null when the CPU lacks AVX-512 VNNI.
 gemm_panel_fn gemm_panel_avx512();
 
-// AVX2 helpers of the maddubs format (gemm_avx2.cpp), called only after the CPUID check:
-// rows [16][cols] of decoded q (cols a multiple of 32) into the panel layout, encoded per `format`.
-void gemm_pack_panel_avx2(const int8_t* rows, int64_t cols, panel_format format, int offset, uint8_t* q, int8_t* sq);
-// Token t of n (its qs, per-32 scales d) into the group-major arrays; returns true when a q is
-// -128 (the abs_sign kernel cannot take it: -(-128) wraps in int8).
-bool gemm_pack_token_avx2(const int8_t* qs, const float* d, int64_t cols, int group, int offset, int64_t t, int64_t n,
-                          int8_t* qg, gemm_group_side* side);
+// AVX2 helpers (gemm_avx2.cpp), called only after the CPUID check: rows [16][cols] of decoded q
+// (cols a multiple of 32) into the panel layout of `format` (offset or wide; q holds 2 * 16 * cols
+// bytes for wide).
+void gemm_pack_panel_avx2(const int8_t* rows, int64_t cols, panel_format format, int offset, uint8_t* q);
+// Token t of n (its qs, per-32 scales d) into the group-major arrays (int16 values when wide).
+void gemm_pack_token_avx2(const int8_t* qs, const float* d, int64_t cols, int group, int offset, bool wide, int64_t t,
+                          int64_t n, void* qg, gemm_group_side* side);
 
 // AVX2 float GEMM over panels of 16 rows: wt = columns [c0, c1) of a panel's rows widened and
 // transposed, wt[(c - c0) * 16 + r] (rows past the matrix zero); then for every token t < n
