@@ -176,6 +176,13 @@ struct panel_buffer {
         const int64_t cols = w.cols, be = dtype_block_elems(w.type), bytes = dtype_block_bytes(w.type);
         const int64_t ng = cols / group;
         q.resize(static_cast<size_t>(cols * k_panel_rows * (enc && enc->format == panel_format::wide ? 2 : 1)));
+        if (enc) {  // AVX2: the common types decode straight into the panel
+            a.resize(static_cast<size_t>(ng * k_panel_rows));
+            b.resize(static_cast<size_t>(ng * k_panel_rows));
+            float* bp = qt.has_min ? b.data() : nullptr;
+            if (gemm_fill_panel_avx2(w, r0, nr, group, q.data(), a.data(), bp))
+                return {q.data(), a.data(), bp, cols, group, enc->format, enc->offset, enc->steps16};
+        }
         rows.resize(static_cast<size_t>(cols * k_panel_rows));
         // Rows past the matrix: q = 0, a = b = 0; they compute zeros nobody stores.
         if (nr < k_panel_rows) std::fill(rows.begin() + nr * cols, rows.end(), int8_t{0});

@@ -282,6 +282,118 @@ void float_tail(const float* wt, int64_t kc, const float* x, int64_t xs, int64_t
     }
 }
 
+inline float half_at(const uint8_t* p) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return _cvtsh_ss(h);  // exact, as fp16_to_fp32 (quant_unpack.cpp's scales)
+}
+
+inline __m256i nibbles(__m128i v) {  // low nibbles as bytes 0-15, high nibbles as 16-31
+    const __m128i m = _mm_set1_epi8(0x0f);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
+}
+
+// Direct decoders of the types prefill meets most, straight into the panel (no int8 row copy):
+// u(k) = the 32 values q + offset of 32-column chunk k of a block (offset types) or its raw int8 q
+// (wide), and scales() the block's a (and b) with quant_unpack.cpp's float operations.
+struct q4_0_dec {
+    static constexpr int elems = 32, bytes = 18;
+    static __m256i u(const uint8_t* blk, int) {
+        return nibbles(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2)));
+    }
+    static void scales(const uint8_t* blk, float* a, float*) { a[0] = half_at(blk); }
+};
+
+struct q8_0_dec {
+    static constexpr int elems = 32, bytes = 34;
+    static __m256i u(const uint8_t* blk, int) { return load_si(blk + 2); }
+    static void scales(const uint8_t* blk, float* a, float*) { a[0] = half_at(blk); }
+};
+
+struct q4_k_dec {
+    static constexpr int elems = 256, bytes = 144;
+    static __m256i u(const uint8_t* blk, int k) {
+        const __m256i v = load_si(blk + 16 + 32 * (k / 2)), m = _mm256_set1_epi8(0x0f);
+        return k % 2 ? _mm256_and_si256(_mm256_srli_epi16(v, 4), m) : _mm256_and_si256(v, m);
+    }
+    // Per 32: a = d * sc, b = -(dmin * m) with the 6-bit pairs of scale_min_k4.
+    static void scales(const uint8_t* blk, float* a, float* b) {
+        const float d = half_at(blk), dmin = half_at(blk + 2);
+        const uint8_t* s = blk + 4;
+        for (int j = 0; j < 8; ++j) {
+            const int sc = j < 4 ? s[j] & 63 : (s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4);
+            const int m = j < 4 ? s[j + 4] & 63 : (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+            a[j] = d * static_cast<float>(sc);
+            b[j] = -(dmin * static_cast<float>(m));
+        }
+    }
+};
+
+struct q6_k_dec {
+    static constexpr int elems = 256, bytes = 210;
+    // Chunk k = 4 h + s: nibbles of ql[64 h + 32 (s % 2) ..] (low for s < 2) | bit pair s of qh << 4.
+    static __m256i u(const uint8_t* blk, int k) {
+        const int h = k / 4, sh = k % 4;
+        const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(3);
+        const __m256i ql = load_si(blk + 64 * h + 32 * (sh % 2)), qh = load_si(blk + 128 + 32 * h);
+        const __m256i lo = sh < 2 ? _mm256_and_si256(ql, m4) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4);
+        const __m256i hi = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * sh)), m2);
+        return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+    }
+    static void scales(const uint8_t* blk, float* a, float*) {
+        const float d = half_at(blk + 208);
+        const auto* sc = reinterpret_cast<const int8_t*>(blk + 192);
+        for (int j = 0; j < 16; ++j) a[j] = d * static_cast<float>(sc[j]);
+    }
+};
+
+// Rows [r0, r0 + nr) of w into the panel: per block, each row's scales into a/b, then per 32-column
+// chunk the 16 rows' values transposed into 64-byte lines (rows past nr: zeros, and a = b = 0).
+template <class D, bool WIDE>
+void fill_direct(const tensor_view& w, int64_t r0, int nr, int group, uint8_t* q, float* a, float* b) {
+    const int64_t nblk = w.cols / D::elems;
+    const int per_blk = D::elems / group;
+    float sa[16], sb[16];
+    for (int64_t blk = 0; blk < nblk; ++blk) {
+        const int64_t g0 = blk * per_blk;
+        for (int i = 0; i < k_panel_rows; ++i) {
+            if (i < nr) {
+                D::scales(w.row(r0 + i) + blk * D::bytes, sa, sb);
+            } else {
+                std::fill(sa, sa + per_blk, 0.0f);
+                std::fill(sb, sb + per_blk, 0.0f);
+            }
+            for (int j = 0; j < per_blk; ++j) {
+                a[(g0 + j) * 16 + i] = sa[j];
+                if (b) b[(g0 + j) * 16 + i] = sb[j];
+            }
+        }
+        for (int k = 0; k < D::elems / 32; ++k) {
+            const int64_t c = blk * D::elems + 32 * k;
+            for (int h = 0; h < 2; ++h) {
+                __m256i u[8];
+                for (int i = 0; i < 8; ++i)
+                    u[i] = 8 * h + i < nr ? D::u(w.row(r0 + 8 * h + i) + blk * D::bytes, k) : _mm256_setzero_si256();
+                if constexpr (WIDE) {
+                    __m256i v[8];
+                    for (int i = 0; i < 8; ++i) v[i] = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(u[i], 1));
+                    for (int i = 0; i < 8; ++i) u[i] = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(u[i]));
+                    transpose8_epi32(u);
+                    transpose8_epi32(v);
+                    for (int j = 0; j < 8; ++j) {
+                        _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + (c / 2 + j) * 64 + 32 * h), u[j]);
+                        _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + (c / 2 + 8 + j) * 64 + 32 * h), v[j]);
+                    }
+                } else {
+                    transpose8_epi32(u);
+                    for (int j = 0; j < 8; ++j)
+                        _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + (c / 4 + j) * 64 + 32 * h), u[j]);
+                }
+            }
+        }
+    }
+}
+
 }  // namespace
 
 gemm_panel_fn gemm_panel_avx2() {
@@ -317,6 +429,25 @@ void gemm_pack_panel_avx2(const int8_t* rows, int64_t cols, panel_format format,
                 _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + (c / 4 + j) * 64 + 32 * h),
                                     _mm256_add_epi8(r[j], off));
         }
+}
+
+bool gemm_fill_panel_avx2(const tensor_view& w, int64_t r0, int nr, int group, uint8_t* q, float* a, float* b) {
+    switch (w.type) {
+        case dtype::q4_0:
+            fill_direct<q4_0_dec, false>(w, r0, nr, group, q, a, nullptr);
+            return true;
+        case dtype::q8_0:
+            fill_direct<q8_0_dec, true>(w, r0, nr, group, q, a, nullptr);
+            return true;
+        case dtype::q4_k:
+            fill_direct<q4_k_dec, false>(w, r0, nr, group, q, a, b);
+            return true;
+        case dtype::q6_k:
+            fill_direct<q6_k_dec, false>(w, r0, nr, group, q, a, nullptr);
+            return true;
+        default:
+            return false;
+    }
 }
 
 void gemm_pack_token_avx2(const int8_t* qs, const float* d, int64_t cols, int group, int offset, bool wide, int64_t t,
