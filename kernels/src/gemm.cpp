@@ -378,7 +378,12 @@ void gemm_int8(const tensor_view& w, const float* x, int64_t n, float* y, int nt
         for (int64_t pi = p0; pi < p1; ++pi) {
             const int64_t r0 = pi * k_panel_rows;
             const int nr = static_cast<int>(std::min<int64_t>(k_panel_rows, w.rows - r0));
-            kern.fn(buf.fill(w, r0, nr, group, kern.maddubs ? &enc : nullptr), xs, y + r0, w.rows, nr);
+            gemm_panel panel = buf.fill(w, r0, nr, group, kern.maddubs ? &enc : nullptr);
+            if (pi + 1 < p1) {
+                panel.next = w.row(r0 + k_panel_rows);
+                panel.next_bytes = std::min<int64_t>(k_panel_rows, w.rows - r0 - k_panel_rows) * w.row_bytes();
+            }
+            kern.fn(panel, xs, y + r0, w.rows, nr);
         }
     }
 }

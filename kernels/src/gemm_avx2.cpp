@@ -62,6 +62,9 @@ inline void group_epilogue(__m256i (&isum)[2][T], const float* a, const float* b
     }
 }
 
+// The tiles' run() functions are noinline: inlined into panel_groups, GCC kept the accumulators of
+// the smaller tiles on the stack.
+
 // Offset panels whose whole group fits int16 (steps16 >= G / 4: Q4_0, Q4_1, Q4_K, Q2_K, Q3_K): one
 // maddubs + one add per 4 columns x 8 rows x token, widened once per group.
 template <int G, bool MIN>
@@ -69,7 +72,8 @@ struct int16_groups {
     static constexpr int max_tokens = 6;  // 12 accumulators + 2 weights + 1 broadcast
     using act = int8_t;
     template <int T>
-    static void run(const gemm_panel& p, int64_t g, const int8_t* xq, const gemm_group_side* side, float* accf) {
+    __attribute__((noinline)) static void run(const gemm_panel& p, int64_t g, const int8_t* xq,
+                                              const gemm_group_side* side, float* accf) {
         const uint8_t* wq = p.q + g * G * 16;
         __m256i acc[2][T];
         SL_UNROLL
@@ -102,7 +106,8 @@ struct int32_groups {
     static constexpr int max_tokens = 4;  // 8 accumulators + 2 * S weights + S broadcasts + product
     using act = int8_t;
     template <int T>
-    static void run(const gemm_panel& p, int64_t g, const int8_t* xq, const gemm_group_side* side, float* accf) {
+    __attribute__((noinline)) static void run(const gemm_panel& p, int64_t g, const int8_t* xq,
+                                              const gemm_group_side* side, float* accf) {
         const uint8_t* wq = p.q + g * G * 16;
         const __m256i ones = _mm256_set1_epi16(1);
         __m256i acc[2][T];
@@ -143,7 +148,8 @@ struct wide_groups {
     static constexpr int max_tokens = 6;
     using act = int16_t;
     template <int T>
-    static void run(const gemm_panel& p, int64_t g, const int16_t* xq, const gemm_group_side* side, float* accf) {
+    __attribute__((noinline)) static void run(const gemm_panel& p, int64_t g, const int16_t* xq,
+                                              const gemm_group_side* side, float* accf) {
         const uint8_t* wq = p.q + g * G * 32;
         __m256i acc[2][T];
         SL_UNROLL
@@ -165,18 +171,23 @@ struct wide_groups {
     }
 };
 
-// Tokens [t, n) of group g in tiles of T, T - 1, ..., 1 (each at most once after the full tiles).
+// Tiles of `size` (1..T) tokens: the size is a runtime value, the register tile a template one.
 template <class K, int T>
-void token_tail(const gemm_panel& p, int64_t g, int64_t t, int64_t n, const typename K::act* xq, int G,
-                const gemm_group_side* side, float* accf) {
-    if constexpr (T > 0) {
-        if (n - t >= T) {
-            K::template run<T>(p, g, xq + t * G, side + t, accf + t * 16);
-            t += T;
-        }
-        token_tail<K, T - 1>(p, g, t, n, xq, G, side, accf);
+void token_tile(int size, const gemm_panel& p, int64_t g, const typename K::act* xq, const gemm_group_side* side,
+                float* accf) {
+    if constexpr (T > 1) {
+        if (size < T) return token_tile<K, T - 1>(size, p, g, xq, side, accf);
     }
+    K::template run<T>(p, g, xq, side, accf);
 }
+
+// n tokens as ceil(n / TM) tiles of near-equal size (128 = 18 x 6 + 4 x 5): a short last tile
+// reuses each weight load for only a few tokens.
+struct token_tiles {
+    int64_t count, base, extra;
+    token_tiles(int64_t n, int tm) : count((n + tm - 1) / tm), base(n / count), extra(n % count) {}
+    int size(int64_t i) const { return static_cast<int>(base + (i < extra ? 1 : 0)); }
+};
 
 std::vector<float>& thread_acc() {
     thread_local std::vector<float> v;
@@ -193,12 +204,19 @@ void panel_groups(const gemm_panel& p, const gemm_tokens& x, float* y, int64_t y
     std::vector<float>& acc = thread_acc();
     if (acc.size() < static_cast<size_t>(n * 16)) acc.resize(static_cast<size_t>(n * 16));
     std::fill(acc.begin(), acc.begin() + n * 16, 0.0f);
+    const token_tiles tiles(n, TM);
+    const int64_t lines = p.next_bytes / 64;
     for (int64_t g = 0; g < ng; ++g) {
+        for (int64_t l = g * lines / ng; l < (g + 1) * lines / ng; ++l)
+            _mm_prefetch(reinterpret_cast<const char*>(p.next) + 64 * l, _MM_HINT_T1);
         const auto* xq = static_cast<const typename K::act*>(x.qg) + g * n * G;
         const gemm_group_side* side = x.side + g * n;
         int64_t t = 0;
-        for (; t + TM <= n; t += TM) K::template run<TM>(p, g, xq + t * G, side + t, acc.data() + t * 16);
-        token_tail<K, TM - 1>(p, g, t, n, xq, G, side, acc.data());
+        for (int64_t i = 0; i < tiles.count; ++i) {
+            const int size = tiles.size(i);
+            token_tile<K, TM>(size, p, g, xq + t * G, side + t, acc.data() + t * 16);
+            t += size;
+        }
     }
     for (int64_t t = 0; t < n; ++t)
         std::memcpy(y + t * ys, acc.data() + t * 16, static_cast<size_t>(nr) * sizeof(float));
@@ -247,7 +265,8 @@ inline void transpose8_ps(__m256 (&r)[8]) {
 
 // 16 rows x T tokens of f32 FMA chains over kc columns.
 template <int T>
-void float_tile(const float* wt, int64_t kc, const float* x, int64_t xs, float* y, int64_t ys, bool first) {
+__attribute__((noinline)) void float_tile(const float* wt, int64_t kc, const float* x, int64_t xs, float* y, int64_t ys,
+                                          bool first) {
     __m256 acc[2][T];
     SL_UNROLL
     for (int t = 0; t < T; ++t) {
@@ -271,15 +290,11 @@ void float_tile(const float* wt, int64_t kc, const float* x, int64_t xs, float* 
 }
 
 template <int T>
-void float_tail(const float* wt, int64_t kc, const float* x, int64_t xs, int64_t t, int64_t n, float* y, int64_t ys,
-                bool first) {
-    if constexpr (T > 0) {
-        if (n - t >= T) {
-            float_tile<T>(wt, kc, x + t * xs, xs, y + t * ys, ys, first);
-            t += T;
-        }
-        float_tail<T - 1>(wt, kc, x, xs, t, n, y, ys, first);
+void float_tile_n(int size, const float* wt, int64_t kc, const float* x, int64_t xs, float* y, int64_t ys, bool first) {
+    if constexpr (T > 1) {
+        if (size < T) return float_tile_n<T - 1>(size, wt, kc, x, xs, y, ys, first);
     }
+    float_tile<T>(wt, kc, x, xs, y, ys, first);
 }
 
 inline float half_at(const uint8_t* p) {
@@ -509,9 +524,13 @@ void gemm_widen_panel_avx2(const tensor_view& w, int64_t r0, int nr, int64_t c0,
 void gemm_float_panel_avx2(const float* wt, int64_t kc, const float* x, int64_t xs, int64_t n, float* y, int64_t ys,
                            bool first) {
     constexpr int TM = 6;  // 12 accumulators + 2 weights + 1 broadcast
+    const token_tiles tiles(n, TM);
     int64_t t = 0;
-    for (; t + TM <= n; t += TM) float_tile<TM>(wt, kc, x + t * xs, xs, y + t * ys, ys, first);
-    float_tail<TM - 1>(wt, kc, x, xs, t, n, y, ys, first);
+    for (int64_t i = 0; i < tiles.count; ++i) {
+        const int size = tiles.size(i);
+        float_tile_n<TM>(size, wt, kc, x + t * xs, xs, y + t * ys, ys, first);
+        t += size;
+    }
 }
 
 }  // namespace sl::kernels::detail

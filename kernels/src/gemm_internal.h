@@ -39,6 +39,10 @@ struct gemm_panel {
     panel_format format = panel_format::plus_128;
     int offset = 128;  // added to q (plus_128: 128; wide: 0)
     int steps16 = 1;   // offset: 4-column steps whose int16 pair sums cannot overflow
+    // The next panel's weight bytes, which a kernel may prefetch while it runs (its fill then reads
+    // them from cache instead of waiting on DRAM for 16 interleaved row streams).
+    const uint8_t* next = nullptr;
+    int64_t next_bytes = 0;
 };
 
 // The bits of 1.5 * 2^23 as f32: for |v| < 2^22, the f32 with bits k_f32_magic + v is exactly
