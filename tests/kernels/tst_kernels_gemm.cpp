@@ -136,20 +136,23 @@ TEST(gemm_int8_extremes, largest_pair_sums_identical_across_isas) {
     }
 }
 
-TEST(gemm_int8_threads, results_do_not_depend_on_thread_count) {
+TEST(gemm_threads, results_do_not_depend_on_thread_count) {
     isa_guard guard;
-    const matrix m = random_blocks(dtype::q4_k, 70, 512, 3);
-    std::vector<float> xs;
-    for (int tk = 0; tk < 9; ++tk) {
-        const std::vector<float> x = make_x(512, 40 + tk);
-        xs.insert(xs.end(), x.begin(), x.end());
-    }
-    for (k::isa i : isas()) {
-        k::set_active_isa(i);
-        std::vector<float> y1(9 * 70), y2(9 * 70);
-        k::gemm(m.view, xs.data(), 9, y1.data(), 1);
-        k::gemm(m.view, xs.data(), 9, y2.data(), 2);
-        EXPECT_EQ(0, std::memcmp(y1.data(), y2.data(), y1.size() * 4)) << k::isa_name(i);
+    // 70 rows: a partial last panel of 16 (int8) and of the AVX2 float kernel's 16, on either thread.
+    for (dtype t : {dtype::q4_k, dtype::q8_0, dtype::q6_k, dtype::f16}) {
+        const matrix m = t == dtype::f16 ? make_matrix(t, 70, 512, 3) : random_blocks(t, 70, 512, 3);
+        std::vector<float> xs;
+        for (int tk = 0; tk < 9; ++tk) {
+            const std::vector<float> x = make_x(512, 40 + tk);
+            xs.insert(xs.end(), x.begin(), x.end());
+        }
+        for (k::isa i : isas()) {
+            k::set_active_isa(i);
+            std::vector<float> y1(9 * 70), y2(9 * 70);
+            k::gemm(m.view, xs.data(), 9, y1.data(), 1);
+            k::gemm(m.view, xs.data(), 9, y2.data(), 2);
+            EXPECT_EQ(0, std::memcmp(y1.data(), y2.data(), y1.size() * 4)) << dtype_name(t) << " " << k::isa_name(i);
+        }
     }
 }
 
@@ -191,8 +194,10 @@ class gemm_float : public ::testing::TestWithParam<dtype> {};
 TEST_P(gemm_float, matches_reference_identical_across_isas_close_to_gemv) {
     const dtype t = GetParam();
     isa_guard guard;
-    // Row counts around the 8-row block, token counts around the 16/32-token tiles.
-    const std::pair<int64_t, int64_t> shapes[] = {{1, 16}, {7, 33}, {9, 100}, {30, 256}};
+    // Row counts around the 8-row block (AVX-512) and 16-row panel (AVX2), token counts around the
+    // 16/32-token tiles; 1100 columns span several of the AVX2 kernel's column chunks (<= 512) and
+    // end in a partial 8-column step.
+    const std::pair<int64_t, int64_t> shapes[] = {{1, 16}, {7, 33}, {9, 100}, {30, 256}, {20, 1100}};
     for (const auto& [rows, cols] : shapes) {
         const matrix m = make_matrix(t, rows, cols, 3 * rows + cols);
         const std::vector<double> w = decode(m.view);
