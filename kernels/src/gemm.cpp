@@ -279,10 +279,18 @@ void gemm_float_panels_avx2(const tensor_view& w, const float* x, int64_t n, flo
                 const int64_t r0 = pi * k_panel_rows;
                 const int nr = static_cast<int>(std::min<int64_t>(k_panel_rows, w.rows - r0));
                 gemm_widen_panel_avx2(w, r0, nr, c0, c1, wt.data());
+                // What the next widen reads: the next panel's rows of this chunk, or the first
+                // panel's rows of the next chunk.
+                gemm_prefetch_rows next;
+                const int64_t nc0 = pi + 1 < p1 ? c0 : c1, nc1 = pi + 1 < p1 ? c1 : std::min(k, c1 + k_chunk);
+                const int64_t nr0 = pi + 1 < p1 ? r0 + k_panel_rows : p0 * k_panel_rows;
+                if (nc0 < nc1)
+                    next = {w.row(nr0) + 2 * nc0, w.row_bytes(), 2 * (nc1 - nc0),
+                            static_cast<int>(std::min<int64_t>(k_panel_rows, w.rows - nr0))};
                 if (nr == k_panel_rows)
-                    gemm_float_panel_avx2(wt.data(), c1 - c0, x + c0, k, n, y + r0, w.rows, c0 == 0);
+                    gemm_float_panel_avx2(wt.data(), c1 - c0, x + c0, k, n, y + r0, w.rows, c0 == 0, next);
                 else
-                    gemm_float_panel_avx2(wt.data(), c1 - c0, x + c0, k, n, part.data(), k_panel_rows, c0 == 0);
+                    gemm_float_panel_avx2(wt.data(), c1 - c0, x + c0, k, n, part.data(), k_panel_rows, c0 == 0, next);
             }
         }
         if (p1 == panels && last_nr < k_panel_rows)

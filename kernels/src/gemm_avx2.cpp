@@ -409,6 +409,30 @@ void fill_direct(const tensor_view& w, int64_t r0, int nr, int group, uint8_t* q
     }
 }
 
+// Columns [c0, c1) (a multiple of 8 apart) of 16 rows widened to f32, 8 x 8 blocks transposed into
+// wt[(c - c0) * 16 + r]; rows past nr are zeros.
+template <bool BF16>
+void widen_columns(const tensor_view& w, int64_t r0, int nr, int64_t c0, int64_t c1, float* wt) {
+    const uint8_t* rows[k_panel_rows];
+    for (int i = 0; i < k_panel_rows; ++i) rows[i] = i < nr ? w.row(r0 + i) : nullptr;
+    for (int64_t c = c0; c < c1; c += 8)
+        for (int h = 0; h < 2; ++h) {
+            __m256 v[8];
+            for (int i = 0; i < 8; ++i) {
+                const uint8_t* row = rows[8 * h + i];
+                if (!row) {
+                    v[i] = _mm256_setzero_ps();
+                    continue;
+                }
+                const __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * c));
+                v[i] = BF16 ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16))
+                            : _mm256_cvtph_ps(bits);
+            }
+            transpose8_ps(v);
+            for (int j = 0; j < 8; ++j) _mm256_storeu_ps(wt + (c - c0 + j) * 16 + 8 * h, v[j]);
+        }
+}
+
 }  // namespace
 
 gemm_panel_fn gemm_panel_avx2() {
@@ -491,26 +515,18 @@ void gemm_pack_token_avx2(const int8_t* qs, const float* d, int64_t cols, int gr
 }
 
 void gemm_widen_panel_avx2(const tensor_view& w, int64_t r0, int nr, int64_t c0, int64_t c1, float* wt) {
-    const bool bf16 = w.type == dtype::bf16;
-    auto widen8 = [&](const uint8_t* row, int64_t c) {
-        const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * c));
-        return bf16 ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)) : _mm256_cvtph_ps(h);
-    };
     const int64_t c8 = c0 + (c1 - c0) / 8 * 8;
-    for (int64_t c = c0; c < c8; c += 8)
-        for (int h = 0; h < 2; ++h) {
-            __m256 v[8];
-            for (int i = 0; i < 8; ++i) v[i] = 8 * h + i < nr ? widen8(w.row(r0 + 8 * h + i), c) : _mm256_setzero_ps();
-            transpose8_ps(v);
-            for (int j = 0; j < 8; ++j) _mm256_storeu_ps(wt + (c - c0 + j) * 16 + 8 * h, v[j]);
-        }
+    if (w.type == dtype::bf16)
+        widen_columns<true>(w, r0, nr, c0, c8, wt);
+    else
+        widen_columns<false>(w, r0, nr, c0, c8, wt);
     for (int64_t c = c8; c < c1; ++c)
         for (int r = 0; r < 16; ++r) {
             float v = 0.0f;
             if (r < nr) {
                 uint16_t bits;
                 std::memcpy(&bits, w.row(r0 + r) + 2 * c, 2);
-                if (bf16) {
+                if (w.type == dtype::bf16) {
                     const uint32_t u = static_cast<uint32_t>(bits) << 16;
                     std::memcpy(&v, &u, 4);
                 } else {
@@ -522,11 +538,16 @@ void gemm_widen_panel_avx2(const tensor_view& w, int64_t r0, int nr, int64_t c0,
 }
 
 void gemm_float_panel_avx2(const float* wt, int64_t kc, const float* x, int64_t xs, int64_t n, float* y, int64_t ys,
-                           bool first) {
+                           bool first, const gemm_prefetch_rows& next) {
     constexpr int TM = 6;  // 12 accumulators + 2 weights + 1 broadcast
     const token_tiles tiles(n, TM);
+    const int64_t lines_per_row = (next.bytes + 63) / 64, lines = lines_per_row * next.rows;
     int64_t t = 0;
     for (int64_t i = 0; i < tiles.count; ++i) {
+        for (int64_t l = i * lines / tiles.count; l < (i + 1) * lines / tiles.count; ++l)
+            _mm_prefetch(
+                reinterpret_cast<const char*>(next.p) + (l / lines_per_row) * next.stride + 64 * (l % lines_per_row),
+                _MM_HINT_T1);
         const int size = tiles.size(i);
         float_tile_n<TM>(size, wt, kc, x + t * xs, xs, y + t * ys, ys, first);
         t += size;

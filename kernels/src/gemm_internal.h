@@ -116,9 +116,16 @@ void gemm_pack_token_avx2(const int8_t* qs, const float* d, int64_t cols, int gr
 // transposed, wt[(c - c0) * 16 + r] (rows past the matrix zero); then for every token t < n
 //   y[t * ys + r] = (first ? 0 : y[t * ys + r]) then fma(wt[c][r], x[t * xs + c], .) for c in order,
 // so walking the column chunks in order keeps the per-row chain of gemm_float_fn.
+// The kernel also prefetches `next` (the weight bytes the following widen reads: `rows` runs of
+// `bytes`, `stride` apart) a part per token tile, so that widen does not wait on DRAM.
+struct gemm_prefetch_rows {
+    const uint8_t* p = nullptr;
+    int64_t stride = 0, bytes = 0;
+    int rows = 0;
+};
 void gemm_widen_panel_avx2(const tensor_view& w, int64_t r0, int nr, int64_t c0, int64_t c1, float* wt);
 void gemm_float_panel_avx2(const float* wt, int64_t kc, const float* x, int64_t xs, int64_t n, float* y, int64_t ys,
-                           bool first);
+                           bool first, const gemm_prefetch_rows& next);
 
 namespace {  // each including TU (built with its own ISA flags) gets its own copy
 
