@@ -313,6 +313,7 @@ inline __m256i nibbles(__m128i v) {  // low nibbles as bytes 0-15, high nibbles 
 // (wide), and scales() the block's a (and b) with quant_unpack.cpp's float operations.
 struct q4_0_dec {
     static constexpr int elems = 32, bytes = 18;
+    static constexpr bool single_scale = true;  // a = the fp16 at the block's start, no b
     static __m256i u(const uint8_t* blk, int) {
         return nibbles(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2)));
     }
@@ -321,12 +322,14 @@ struct q4_0_dec {
 
 struct q8_0_dec {
     static constexpr int elems = 32, bytes = 34;
+    static constexpr bool single_scale = true;
     static __m256i u(const uint8_t* blk, int) { return load_si(blk + 2); }
     static void scales(const uint8_t* blk, float* a, float*) { a[0] = half_at(blk); }
 };
 
 struct q4_k_dec {
     static constexpr int elems = 256, bytes = 144;
+    static constexpr bool single_scale = false;
     static __m256i u(const uint8_t* blk, int k) {
         const __m256i v = load_si(blk + 16 + 32 * (k / 2)), m = _mm256_set1_epi8(0x0f);
         return k % 2 ? _mm256_and_si256(_mm256_srli_epi16(v, 4), m) : _mm256_and_si256(v, m);
@@ -346,6 +349,7 @@ struct q4_k_dec {
 
 struct q6_k_dec {
     static constexpr int elems = 256, bytes = 210;
+    static constexpr bool single_scale = false;
     // Chunk k = 4 h + s: nibbles of ql[64 h + 32 (s % 2) ..] (low for s < 2) | bit pair s of qh << 4.
     static __m256i u(const uint8_t* blk, int k) {
         const int h = k / 4, sh = k % 4;
@@ -368,19 +372,34 @@ template <class D, bool WIDE>
 void fill_direct(const tensor_view& w, int64_t r0, int nr, int group, uint8_t* q, float* a, float* b) {
     const int64_t nblk = w.cols / D::elems;
     const int per_blk = D::elems / group;
+    const uint8_t* rows[k_panel_rows];
+    for (int i = 0; i < k_panel_rows; ++i) rows[i] = i < nr ? w.row(r0 + i) : nullptr;
     float sa[16], sb[16];
     for (int64_t blk = 0; blk < nblk; ++blk) {
         const int64_t g0 = blk * per_blk;
-        for (int i = 0; i < k_panel_rows; ++i) {
-            if (i < nr) {
-                D::scales(w.row(r0 + i) + blk * D::bytes, sa, sb);
-            } else {
-                std::fill(sa, sa + per_blk, 0.0f);
-                std::fill(sb, sb + per_blk, 0.0f);
+        if constexpr (D::single_scale) {  // a = the block's fp16 d: 8 rows per vcvtph2ps
+            for (int h = 0; h < 2; ++h) {
+                alignas(16) uint16_t d[8];
+                for (int i = 0; i < 8; ++i) {
+                    const uint8_t* row = rows[8 * h + i];
+                    d[i] = 0;
+                    if (row) std::memcpy(&d[i], row + blk * D::bytes, 2);
+                }
+                _mm256_storeu_ps(a + g0 * 16 + 8 * h,
+                                 _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(d))));
             }
-            for (int j = 0; j < per_blk; ++j) {
-                a[(g0 + j) * 16 + i] = sa[j];
-                if (b) b[(g0 + j) * 16 + i] = sb[j];
+        } else {
+            for (int i = 0; i < k_panel_rows; ++i) {
+                if (rows[i]) {
+                    D::scales(rows[i] + blk * D::bytes, sa, sb);
+                } else {
+                    std::fill(sa, sa + per_blk, 0.0f);
+                    std::fill(sb, sb + per_blk, 0.0f);
+                }
+                for (int j = 0; j < per_blk; ++j) {
+                    a[(g0 + j) * 16 + i] = sa[j];
+                    if (b) b[(g0 + j) * 16 + i] = sb[j];
+                }
             }
         }
         for (int k = 0; k < D::elems / 32; ++k) {
@@ -388,7 +407,7 @@ void fill_direct(const tensor_view& w, int64_t r0, int nr, int group, uint8_t* q
             for (int h = 0; h < 2; ++h) {
                 __m256i u[8];
                 for (int i = 0; i < 8; ++i)
-                    u[i] = 8 * h + i < nr ? D::u(w.row(r0 + 8 * h + i) + blk * D::bytes, k) : _mm256_setzero_si256();
+                    u[i] = rows[8 * h + i] ? D::u(rows[8 * h + i] + blk * D::bytes, k) : _mm256_setzero_si256();
                 if constexpr (WIDE) {
                     __m256i v[8];
                     for (int i = 0; i < 8; ++i) v[i] = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(u[i], 1));
