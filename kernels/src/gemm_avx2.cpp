@@ -334,16 +334,31 @@ struct q4_k_dec {
         const __m256i v = load_si(blk + 16 + 32 * (k / 2)), m = _mm256_set1_epi8(0x0f);
         return k % 2 ? _mm256_and_si256(_mm256_srli_epi16(v, 4), m) : _mm256_and_si256(v, m);
     }
-    // Per 32: a = d * sc, b = -(dmin * m) with the 6-bit pairs of scale_min_k4.
-    static void scales(const uint8_t* blk, float* a, float* b) {
-        const float d = half_at(blk), dmin = half_at(blk + 2);
-        const uint8_t* s = blk + 4;
-        for (int j = 0; j < 8; ++j) {
-            const int sc = j < 4 ? s[j] & 63 : (s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4);
-            const int m = j < 4 ? s[j + 4] & 63 : (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-            a[j] = d * static_cast<float>(sc);
-            b[j] = -(dmin * static_cast<float>(m));
-        }
+    // Per 32 (8 per block, one vector): a = d * sc, b = -(dmin * m) with scale_min_k4's 6-bit pairs:
+    // j < 4: sc = s[j] & 63, m = s[j + 4] & 63; j >= 4: sc = (s[j + 4] & 15) | (s[j - 4] >> 6) << 4,
+    // m = (s[j + 4] >> 4) | (s[j] >> 6) << 4.
+    static constexpr int scale_vecs = 1;
+    static void row_scales(const uint8_t* blk, __m256* a, __m256* b) {
+        // The 12 scale bytes (and 4 of qs); pshufb index -128 makes a zero byte.
+        const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 4));
+        const __m128i lo_sc = _mm_shuffle_epi8(
+            s, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, -128, -128, -128, -128, -128, -128, -128, -128));
+        const __m128i lo_m = _mm_shuffle_epi8(
+            s, _mm_setr_epi8(4, 5, 6, 7, 8, 9, 10, 11, -128, -128, -128, -128, -128, -128, -128, -128));
+        const __m128i top_sc = _mm_shuffle_epi8(
+            s, _mm_setr_epi8(-128, -128, -128, -128, 0, 1, 2, 3, -128, -128, -128, -128, -128, -128, -128, -128));
+        const __m128i top_m = _mm_shuffle_epi8(
+            s, _mm_setr_epi8(-128, -128, -128, -128, 4, 5, 6, 7, -128, -128, -128, -128, -128, -128, -128, -128));
+        const __m128i m63_15 = _mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 0, 0, 0, 0, 0, 0, 0, 0);
+        const __m128i bits45 = _mm_set1_epi8(0x30);  // (v >> 6) << 4 == (v >> 2) & 0x30
+        const __m128i sc = _mm_or_si128(_mm_and_si128(lo_sc, m63_15), _mm_and_si128(_mm_srli_epi16(top_sc, 2), bits45));
+        // m: bytes 0-3 are s[j + 4] & 63, bytes 4-7 s[j + 4] >> 4.
+        const __m128i m_lo = _mm_blend_epi16(_mm_and_si128(lo_m, _mm_set1_epi8(63)),
+                                             _mm_and_si128(_mm_srli_epi16(lo_m, 4), _mm_set1_epi8(15)), 0x0c);
+        const __m128i m = _mm_or_si128(m_lo, _mm_and_si128(_mm_srli_epi16(top_m, 2), bits45));
+        const __m256 d = _mm256_set1_ps(half_at(blk)), dmin = _mm256_set1_ps(half_at(blk + 2));
+        a[0] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sc)));
+        b[0] = _mm256_xor_ps(_mm256_mul_ps(dmin, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(m))), _mm256_set1_ps(-0.0f));
     }
 };
 
@@ -359,10 +374,13 @@ struct q6_k_dec {
         const __m256i hi = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * sh)), m2);
         return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
     }
-    static void scales(const uint8_t* blk, float* a, float*) {
-        const float d = half_at(blk + 208);
-        const auto* sc = reinterpret_cast<const int8_t*>(blk + 192);
-        for (int j = 0; j < 16; ++j) a[j] = d * static_cast<float>(sc[j]);
+    // Per 16 (16 per block, two vectors): a = d * sc.
+    static constexpr int scale_vecs = 2;
+    static void row_scales(const uint8_t* blk, __m256* a, __m256*) {
+        const __m256 d = _mm256_set1_ps(half_at(blk + 208));
+        const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192));
+        a[0] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc)));
+        a[1] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8))));
     }
 };
 
@@ -374,7 +392,6 @@ void fill_direct(const tensor_view& w, int64_t r0, int nr, int group, uint8_t* q
     const int per_blk = D::elems / group;
     const uint8_t* rows[k_panel_rows];
     for (int i = 0; i < k_panel_rows; ++i) rows[i] = i < nr ? w.row(r0 + i) : nullptr;
-    float sa[16], sb[16];
     for (int64_t blk = 0; blk < nblk; ++blk) {
         const int64_t g0 = blk * per_blk;
         if constexpr (D::single_scale) {  // a = the block's fp16 d: 8 rows per vcvtph2ps
@@ -388,17 +405,25 @@ void fill_direct(const tensor_view& w, int64_t r0, int nr, int group, uint8_t* q
                 _mm256_storeu_ps(a + g0 * 16 + 8 * h,
                                  _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(d))));
             }
-        } else {
-            for (int i = 0; i < k_panel_rows; ++i) {
-                if (rows[i]) {
-                    D::scales(rows[i] + blk * D::bytes, sa, sb);
-                } else {
-                    std::fill(sa, sa + per_blk, 0.0f);
-                    std::fill(sb, sb + per_blk, 0.0f);
+        } else {  // each row's scale vectors, 8 rows transposed at a time into the row-lane layout
+            for (int h = 0; h < 2; ++h) {
+                __m256 va[D::scale_vecs][8], vb[D::scale_vecs][8];
+                for (int i = 0; i < 8; ++i) {
+                    __m256 ra[D::scale_vecs], rb[D::scale_vecs];
+                    for (int v = 0; v < D::scale_vecs; ++v) ra[v] = rb[v] = _mm256_setzero_ps();
+                    if (const uint8_t* row = rows[8 * h + i]) D::row_scales(row + blk * D::bytes, ra, rb);
+                    for (int v = 0; v < D::scale_vecs; ++v) {
+                        va[v][i] = ra[v];
+                        vb[v][i] = rb[v];
+                    }
                 }
-                for (int j = 0; j < per_blk; ++j) {
-                    a[(g0 + j) * 16 + i] = sa[j];
-                    if (b) b[(g0 + j) * 16 + i] = sb[j];
+                for (int v = 0; v < D::scale_vecs; ++v) {
+                    transpose8_ps(va[v]);
+                    for (int j = 0; j < 8; ++j) _mm256_storeu_ps(a + (g0 + 8 * v + j) * 16 + 8 * h, va[v][j]);
+                    if (b) {
+                        transpose8_ps(vb[v]);
+                        for (int j = 0; j < 8; ++j) _mm256_storeu_ps(b + (g0 + 8 * v + j) * 16 + 8 * h, vb[v][j]);
+                    }
                 }
             }
         }
