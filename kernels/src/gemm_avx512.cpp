@@ -110,9 +110,7 @@ void float_dispatch(const float* w, int64_t k, const float* xt, int64_t np, int 
 
 }  // namespace
 
-gemm_float_fn gemm_float_avx512() {
-    return float_dispatch;
-}
+gemm_float_fn gemm_float_avx512() { return float_dispatch; }
 
 gemm_panel_fn gemm_panel_avx512() {
     __builtin_cpu_init();

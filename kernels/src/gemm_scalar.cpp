@@ -3,11 +3,7 @@
 
 namespace sl::kernels::detail {
 
-gemm_panel_fn gemm_panel_scalar() {
-    return panel_generic;
-}
-gemm_float_fn gemm_float_scalar() {
-    return float_generic;
-}
+gemm_panel_fn gemm_panel_scalar() { return panel_generic; }
+gemm_float_fn gemm_float_scalar() { return float_generic; }
 
 }  // namespace sl::kernels::detail
