@@ -18,17 +18,73 @@ namespace {
 
 // Types whose scales (and minima) change every 16 columns; the others are constant per 32, and a
 // group of 32 halves the per-group float work.
-bool scales_per_16(dtype t) { return t == dtype::q2_k || t == dtype::q3_k || t == dtype::q6_k; }
+bool scales_per_16(dtype t) {
+    return t == dtype::q2_k || t == dtype::q3_k || t == dtype::q6_k;
+}
 
-gemm_panel_fn active_panel_fn() {
+// The int8 panel kernel of the active ISA and the panel format it reads.
+struct int8_kernel {
+    gemm_panel_fn fn;
+    bool maddubs;  // offset / wide panels and group-major tokens (AVX2); otherwise plus_128
+};
+
+int8_kernel active_int8_kernel() {
     switch (active_isa()) {
         case isa::avx512:
-            if (gemm_panel_fn f = gemm_panel_avx512()) return f;
-            return gemm_panel_avx2();
-        case isa::avx2: return gemm_panel_avx2();
-        case isa::scalar: break;
+            if (gemm_panel_fn f = gemm_panel_avx512()) return {f, false};
+            return {gemm_panel_avx2(), true};
+        case isa::avx2:
+            return {gemm_panel_avx2(), true};
+        case isa::scalar:
+            break;
     }
-    return gemm_panel_scalar();
+    return {gemm_panel_scalar(), false};
+}
+
+// The panel encoding for the AVX2 kernels. Bounds: activations |qs| <= 128 (127 but for denormal
+// inputs) and a maddubs pair sum u0 * x0 + u1 * x1 must stay below 2^15 (the instruction
+// saturates), so the offset format needs u = q + offset <= 127; `steps16` pair sums of one lane are
+// then added in int16 while steps16 * 2 * 128 * u_max < 2^15. Types whose q spans int8 go wide.
+struct avx2_encoding {
+    panel_format format;
+    int offset;
+    int steps16;
+};
+
+avx2_encoding encoding_for(dtype t, int group) {
+    int lo = -128, hi = 127;  // the decoded q range of each type (quant_unpack.cpp)
+    switch (t) {
+        case dtype::q4_0:
+            lo = -8, hi = 7;
+            break;
+        case dtype::q4_1:
+        case dtype::q4_k:
+            lo = 0, hi = 15;
+            break;
+        case dtype::q5_0:
+            lo = -16, hi = 15;
+            break;
+        case dtype::q5_1:
+        case dtype::q5_k:
+            lo = 0, hi = 31;
+            break;
+        case dtype::q2_k:
+            lo = 0, hi = 3;
+            break;
+        case dtype::q3_k:
+            lo = -4, hi = 3;
+            break;
+        case dtype::q6_k:
+            lo = -32, hi = 31;
+            break;
+        default:
+            break;  // Q8_0, IQ4_NL (-127..113), IQ4_XS
+    }
+    const int offset = std::max(0, -lo), umax = hi + offset;
+    if (umax > 127) return {panel_format::wide, 0, 1};
+    int steps = 1;
+    while (2 * steps <= group / 4 && 2 * steps * 2 * 128 * umax <= 32767) steps *= 2;
+    return {panel_format::offset, offset, steps};
 }
 
 // Quantized tokens and their per-group side arrays; grows only. Owned by the calling thread, filled
@@ -39,6 +95,8 @@ struct token_scratch {
     std::vector<int8_t> qs;
     std::vector<float> d, s, dx, xm, src;
     std::vector<int32_t> corr;
+    std::vector<int16_t> qg;  // AVX2 kernels: group-major copy of qs (int8 or int16 values)
+    std::vector<gemm_group_side> side;
     act_kind kind = act_kind::q8_f32;
     int64_t n_src = -1, cols_src = -1;
 
@@ -52,6 +110,17 @@ struct token_scratch {
         grow(dx, n * (cols / group));
         grow(xm, n * (cols / group));
         grow(corr, n * (cols / group));
+    }
+
+    void reserve_grouped(int64_t n, int64_t cols, int group) {
+        if (qg.size() < static_cast<size_t>(n * cols)) qg.resize(static_cast<size_t>(n * cols));
+        if (side.size() < static_cast<size_t>(n * (cols / group))) side.resize(static_cast<size_t>(n * (cols / group)));
+    }
+
+    // Token t of n into the AVX2 kernels' group-major arrays.
+    void pack(int64_t t, int64_t n, int64_t cols, int group, const avx2_encoding& enc) {
+        gemm_pack_token_avx2(qs.data() + t * cols, d.data() + t * (cols / 32), cols, group, enc.offset,
+                             enc.format == panel_format::wide, t, n, qg.data(), side.data());
     }
 
     // True when qs/d/s already hold x quantized as `k`; otherwise remembers x as what they will hold.
@@ -102,11 +171,18 @@ struct panel_buffer {
     // Decodes rows [r0, r0 + nr) of w (nr <= 16) into the panel layout: first each row into `rows`
     // (sequential writes), then the interleaved q one 64-byte line at a time (scattering 4-byte words
     // straight into the panel touched every line of it once per row).
-    gemm_panel fill(const tensor_view& w, int64_t r0, int nr, int group) {
+    gemm_panel fill(const tensor_view& w, int64_t r0, int nr, int group, const avx2_encoding* enc) {
         const quant_traits& qt = quant_info(w.type);
         const int64_t cols = w.cols, be = dtype_block_elems(w.type), bytes = dtype_block_bytes(w.type);
         const int64_t ng = cols / group;
-        q.resize(static_cast<size_t>(cols * k_panel_rows));
+        q.resize(static_cast<size_t>(cols * k_panel_rows * (enc && enc->format == panel_format::wide ? 2 : 1)));
+        if (enc) {  // AVX2: the common types decode straight into the panel
+            a.resize(static_cast<size_t>(ng * k_panel_rows));
+            b.resize(static_cast<size_t>(ng * k_panel_rows));
+            float* bp = qt.has_min ? b.data() : nullptr;
+            if (gemm_fill_panel_avx2(w, r0, nr, group, q.data(), a.data(), bp))
+                return {q.data(), a.data(), bp, cols, group, enc->format, enc->offset, enc->steps16};
+        }
         rows.resize(static_cast<size_t>(cols * k_panel_rows));
         // Rows past the matrix: q = 0, a = b = 0; they compute zeros nobody stores.
         if (nr < k_panel_rows) std::fill(rows.begin() + nr * cols, rows.end(), int8_t{0});
@@ -126,6 +202,11 @@ struct panel_buffer {
                 }
             }
         }
+        const float* bp = qt.has_min ? b.data() : nullptr;
+        if (enc) {
+            gemm_pack_panel_avx2(rows.data(), cols, enc->format, enc->offset, q.data());
+            return {q.data(), a.data(), bp, cols, group, enc->format, enc->offset, enc->steps16};
+        }
         // q ^ 0x80 per byte is q + 128 as unsigned.
         for (int64_t c4 = 0; c4 < cols / 4; ++c4) {
             uint32_t line[k_panel_rows];
@@ -135,7 +216,7 @@ struct panel_buffer {
             }
             std::memcpy(q.data() + c4 * 64, line, 64);
         }
-        return {q.data(), a.data(), qt.has_min ? b.data() : nullptr, cols, group};
+        return {q.data(), a.data(), bp, cols, group, panel_format::plus_128, 128, 1};
     }
 };
 
@@ -146,9 +227,12 @@ panel_buffer& thread_panel() {
 
 gemm_float_fn active_float_fn() {
     switch (active_isa()) {
-        case isa::avx512: return gemm_float_avx512();
-        case isa::avx2: return gemm_float_avx2();
-        case isa::scalar: break;
+        case isa::avx512:
+            return gemm_float_avx512();
+        case isa::avx2:
+            return gemm_float_avx2();
+        case isa::scalar:
+            break;
     }
     return gemm_float_scalar();
 }
@@ -166,7 +250,63 @@ std::vector<float>& thread_wide_rows() {
 
 }  // namespace
 
+namespace {
+
+// AVX2: 16-row panels widened and transposed one column chunk at a time, the chunk of every
+// token's x (n * k_chunk floats) kept in L2 while each thread's panels pass it; y holds the
+// accumulators between chunks (stored and reloaded exactly, so each output is still one FMA chain
+// in column order). The last panel, when partial, accumulates in a scratch of 16 rows per token.
+void gemm_float_panels_avx2(const tensor_view& w, const float* x, int64_t n, float* y, int nt) {
+    const int64_t k = w.cols, panels = (w.rows + k_panel_rows - 1) / k_panel_rows;
+    nt = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(nt, panels)));
+    // ~128 KiB of x per chunk, in multiples of 8 columns.
+    const int64_t k_chunk = std::clamp<int64_t>(128 * 1024 / 4 / n / 8 * 8, 64, 512);
+
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        const int th = omp_get_thread_num(), nth = omp_get_num_threads();
+        const int64_t p0 = panels * th / nth, p1 = panels * (th + 1) / nth;
+        std::vector<float>& wt = thread_wide_rows();
+        if (wt.size() < static_cast<size_t>(k_chunk * k_panel_rows))
+            wt.resize(static_cast<size_t>(k_chunk * k_panel_rows));
+        std::vector<float>& part = thread_xt();  // the partial panel's rows, [n][16]
+        const int last_nr = static_cast<int>(w.rows - (panels - 1) * k_panel_rows);
+        if (p1 == panels && last_nr < k_panel_rows && part.size() < static_cast<size_t>(n * k_panel_rows))
+            part.resize(static_cast<size_t>(n * k_panel_rows));
+        for (int64_t c0 = 0; c0 < k; c0 += k_chunk) {
+            const int64_t c1 = std::min(k, c0 + k_chunk);
+            for (int64_t pi = p0; pi < p1; ++pi) {
+                const int64_t r0 = pi * k_panel_rows;
+                const int nr = static_cast<int>(std::min<int64_t>(k_panel_rows, w.rows - r0));
+                gemm_widen_panel_avx2(w, r0, nr, c0, c1, wt.data());
+                // What the next widen reads: the next panel's rows of this chunk, or the first
+                // panel's rows of the next chunk.
+                gemm_prefetch_rows next;
+                const int64_t nc0 = pi + 1 < p1 ? c0 : c1, nc1 = pi + 1 < p1 ? c1 : std::min(k, c1 + k_chunk);
+                const int64_t nr0 = pi + 1 < p1 ? r0 + k_panel_rows : p0 * k_panel_rows;
+                if (nc0 < nc1)
+                    next = {w.row(nr0) + 2 * nc0, w.row_bytes(), 2 * (nc1 - nc0),
+                            static_cast<int>(std::min<int64_t>(k_panel_rows, w.rows - nr0))};
+                if (nr == k_panel_rows)
+                    gemm_float_panel_avx2(wt.data(), c1 - c0, x + c0, k, n, y + r0, w.rows, c0 == 0, next);
+                else
+                    gemm_float_panel_avx2(wt.data(), c1 - c0, x + c0, k, n, part.data(), k_panel_rows, c0 == 0, next);
+            }
+        }
+        if (p1 == panels && last_nr < k_panel_rows)
+            for (int64_t t = 0; t < n; ++t)
+                std::memcpy(y + t * w.rows + (panels - 1) * k_panel_rows, part.data() + t * k_panel_rows,
+                            static_cast<size_t>(last_nr) * sizeof(float));
+    }
+}
+
+}  // namespace
+
 void gemm_float(const tensor_view& w, const float* x, int64_t n, float* y, int nt) {
+    if (active_isa() == isa::avx2) {
+        gemm_float_panels_avx2(w, x, n, y, nt);
+        return;
+    }
     const dequant_fn widen = active_table().dequant[static_cast<int>(w.type)];
     const gemm_float_fn fn = active_float_fn();
     const int64_t k = w.cols, np = (n + 15) / 16 * 16;
@@ -211,13 +351,21 @@ void gemm_float(const tensor_view& w, const float* x, int64_t n, float* y, int n
 
 void gemm_int8(const tensor_view& w, const float* x, int64_t n, float* y, int nt) {
     const kernel_table& kt = active_table();
-    const gemm_panel_fn fn = active_panel_fn();
+    const int8_kernel kern = active_int8_kernel();
     const int group = scales_per_16(w.type) ? 16 : 32;
+    const avx2_encoding enc = encoding_for(w.type, group);
     token_scratch& tok = thread_tokens();
     tok.reserve(n, w.cols, group);
+    if (kern.maddubs) tok.reserve_grouped(n, w.cols, group);
     const bool reused = tok.reuse(quant_info(w.type).act, x, n, w.cols);
-    const gemm_tokens xs{tok.qs.data(), tok.corr.data(), tok.dx.data(), quant_info(w.type).has_min ? tok.xm.data() : nullptr,
-                         n, w.cols};
+    const gemm_tokens xs{tok.qs.data(),
+                         tok.corr.data(),
+                         tok.dx.data(),
+                         quant_info(w.type).has_min ? tok.xm.data() : nullptr,
+                         tok.qg.data(),
+                         tok.side.data(),
+                         n,
+                         w.cols};
     const int64_t panels = (w.rows + k_panel_rows - 1) / k_panel_rows;
     nt = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(nt, panels)));
 
@@ -226,7 +374,10 @@ void gemm_int8(const tensor_view& w, const float* x, int64_t n, float* y, int nt
 #pragma omp for schedule(static)
         for (int64_t t = 0; t < n; ++t) {
             if (!reused) tok.quantize(kt, w.type, x, t, w.cols);
-            tok.sums(t, w.cols, group);
+            if (kern.maddubs)
+                tok.pack(t, n, w.cols, group, enc);
+            else
+                tok.sums(t, w.cols, group);
         }
         // implicit barrier: every token is ready before any panel uses it
         const int th = omp_get_thread_num(), nth = omp_get_num_threads();
@@ -235,7 +386,12 @@ void gemm_int8(const tensor_view& w, const float* x, int64_t n, float* y, int nt
         for (int64_t pi = p0; pi < p1; ++pi) {
             const int64_t r0 = pi * k_panel_rows;
             const int nr = static_cast<int>(std::min<int64_t>(k_panel_rows, w.rows - r0));
-            fn(buf.fill(w, r0, nr, group), xs, y + r0, w.rows, nr);
+            gemm_panel panel = buf.fill(w, r0, nr, group, kern.maddubs ? &enc : nullptr);
+            if (pi + 1 < p1) {
+                panel.next = w.row(r0 + k_panel_rows);
+                panel.next_bytes = std::min<int64_t>(k_panel_rows, w.rows - r0 - k_panel_rows) * w.row_bytes();
+            }
+            kern.fn(panel, xs, y + r0, w.rows, nr);
         }
     }
 }

@@ -21,7 +21,9 @@ std::vector<dtype> block_types() {
 }
 
 // Decoded weights in double: the Q8_0/Q4_0 decoder of kernel_test_util.h, quant_reference.h's for the rest.
-std::vector<double> decode_any(const tensor_view& v) { return is_quant(v.type) ? decode(v) : ref_decode(v); }
+std::vector<double> decode_any(const tensor_view& v) {
+    return is_quant(v.type) ? decode(v) : ref_decode(v);
+}
 
 // y[t][r] = sum_c W[r, c] * xq_t[c] in double.
 std::vector<double> ref_gemm(const std::vector<double>& w, int64_t rows, int64_t cols, const std::vector<double>& xq) {
@@ -30,7 +32,8 @@ std::vector<double> ref_gemm(const std::vector<double>& w, int64_t rows, int64_t
         for (int64_t r = 0; r < rows; ++r) {
             double acc = 0.0;
             for (int64_t c = 0; c < cols; ++c)
-                acc += w[static_cast<size_t>(r * cols + c)] * xq[t * static_cast<size_t>(cols) + static_cast<size_t>(c)];
+                acc +=
+                    w[static_cast<size_t>(r * cols + c)] * xq[t * static_cast<size_t>(cols) + static_cast<size_t>(c)];
             y.push_back(acc);
         }
     return y;
@@ -86,27 +89,70 @@ TEST_P(gemm_int8, matches_reference_identical_across_isas_close_to_gemv) {
                     // Same quantized activations, another f32 summation order (Q8_1 types: gemv uses
                     // ggml's fp16-rounded d*sum for the minimum, gemm the exact integer sum).
                     const std::vector<double> yvd(yv.begin(), yv.end());
-                    EXPECT_LE(nmse(y.data() + tk * rows, yvd), act_q8_1(t) ? 1e-6 : 1e-10) << dtype_name(t) << " " << k::isa_name(i) << " n=" << n << " token " << tk;
+                    EXPECT_LE(nmse(y.data() + tk * rows, yvd), act_q8_1(t) ? 1e-6 : 1e-10)
+                        << dtype_name(t) << " " << k::isa_name(i) << " n=" << n << " token " << tk;
                 }
             }
         }
     }
 }
 
-TEST(gemm_int8_threads, results_do_not_depend_on_thread_count) {
+// The largest integer pair sums the AVX2 panel encodings must hold without saturating: every weight
+// bit set (each type's largest q + offset) against activation blocks at +127, -127 and -128 (a block
+// of denormals quantizes to +-127 / -128: 127 / amax overflows to inf). Identical across ISAs, and
+// the all-normal tokens within rounding of the double reference.
+TEST(gemm_int8_extremes, largest_pair_sums_identical_across_isas) {
     isa_guard guard;
-    const matrix m = random_blocks(dtype::q4_k, 70, 512, 3);
-    std::vector<float> xs;
-    for (int tk = 0; tk < 9; ++tk) {
-        const std::vector<float> x = make_x(512, 40 + tk);
-        xs.insert(xs.end(), x.begin(), x.end());
+    for (dtype t : block_types()) {
+        SCOPED_TRACE(dtype_name(t));
+        const int64_t rows = 21, cols = 512, n = 6;
+        matrix m = random_blocks(t, rows, cols, 11 + static_cast<int>(t));
+        const std::vector<int> halves = half_fields(t);
+        for (int64_t i = 0; i < static_cast<int64_t>(m.bytes.size()); ++i) {
+            const int at = static_cast<int>(i % dtype_block_bytes(t));
+            bool is_half = false;
+            for (int off : halves) is_half = is_half || at == off || at == off + 1;
+            if (!is_half) m.bytes[static_cast<size_t>(i)] = 0xff;
+        }
+        const float levels[n] = {1.0f, -1.0f, -1e-39f, 1e-39f, 0.5f, -0.25f};
+        std::vector<float> xs;
+        for (float v : levels) xs.insert(xs.end(), static_cast<size_t>(cols), v);
+        std::vector<float> first;
+        for (k::isa i : isas()) {
+            k::set_active_isa(i);
+            std::vector<float> y(static_cast<size_t>(n * rows));
+            k::gemm(m.view, xs.data(), n, y.data(), 2);
+            if (first.empty())
+                first = y;
+            else
+                EXPECT_EQ(0, std::memcmp(first.data(), y.data(), y.size() * 4)) << k::isa_name(i);
+        }
+        const std::vector<double> w = decode_any(m.view);
+        for (int64_t tk : {0, 1, 4, 5}) {
+            const std::vector<float> x(static_cast<size_t>(cols), levels[tk]);
+            const std::vector<double> ref = ref_gemm(w, rows, cols, quantized_x_for(t, x));
+            EXPECT_LE(nmse(first.data() + tk * rows, ref), 1e-11) << "token " << tk;
+        }
     }
-    for (k::isa i : isas()) {
-        k::set_active_isa(i);
-        std::vector<float> y1(9 * 70), y2(9 * 70);
-        k::gemm(m.view, xs.data(), 9, y1.data(), 1);
-        k::gemm(m.view, xs.data(), 9, y2.data(), 2);
-        EXPECT_EQ(0, std::memcmp(y1.data(), y2.data(), y1.size() * 4)) << k::isa_name(i);
+}
+
+TEST(gemm_threads, results_do_not_depend_on_thread_count) {
+    isa_guard guard;
+    // 70 rows: a partial last panel of 16 (int8) and of the AVX2 float kernel's 16, on either thread.
+    for (dtype t : {dtype::q4_k, dtype::q8_0, dtype::q6_k, dtype::f16}) {
+        const matrix m = t == dtype::f16 ? make_matrix(t, 70, 512, 3) : random_blocks(t, 70, 512, 3);
+        std::vector<float> xs;
+        for (int tk = 0; tk < 9; ++tk) {
+            const std::vector<float> x = make_x(512, 40 + tk);
+            xs.insert(xs.end(), x.begin(), x.end());
+        }
+        for (k::isa i : isas()) {
+            k::set_active_isa(i);
+            std::vector<float> y1(9 * 70), y2(9 * 70);
+            k::gemm(m.view, xs.data(), 9, y1.data(), 1);
+            k::gemm(m.view, xs.data(), 9, y2.data(), 2);
+            EXPECT_EQ(0, std::memcmp(y1.data(), y2.data(), y1.size() * 4)) << dtype_name(t) << " " << k::isa_name(i);
+        }
     }
 }
 
@@ -148,8 +194,10 @@ class gemm_float : public ::testing::TestWithParam<dtype> {};
 TEST_P(gemm_float, matches_reference_identical_across_isas_close_to_gemv) {
     const dtype t = GetParam();
     isa_guard guard;
-    // Row counts around the 8-row block, token counts around the 16/32-token tiles.
-    const std::pair<int64_t, int64_t> shapes[] = {{1, 16}, {7, 33}, {9, 100}, {30, 256}};
+    // Row counts around the 8-row block (AVX-512) and 16-row panel (AVX2), token counts around the
+    // 16/32-token tiles; 1100 columns span several of the AVX2 kernel's column chunks (<= 512) and
+    // end in a partial 8-column step.
+    const std::pair<int64_t, int64_t> shapes[] = {{1, 16}, {7, 33}, {9, 100}, {30, 256}, {20, 1100}};
     for (const auto& [rows, cols] : shapes) {
         const matrix m = make_matrix(t, rows, cols, 3 * rows + cols);
         const std::vector<double> w = decode(m.view);
@@ -166,7 +214,8 @@ TEST_P(gemm_float, matches_reference_identical_across_isas_close_to_gemv) {
                 for (int64_t tk = 0; tk < n; tk += 7) {
                     std::vector<float> yv(static_cast<size_t>(rows));
                     k::gemv(m.view, xs.data() + tk * cols, yv.data(), 1);
-                    EXPECT_LE(nmse(y.data() + tk * rows, std::vector<double>(yv.begin(), yv.end())), 1e-11) << dtype_name(t) << " " << k::isa_name(i) << " n=" << n << " token " << tk;
+                    EXPECT_LE(nmse(y.data() + tk * rows, std::vector<double>(yv.begin(), yv.end())), 1e-11)
+                        << dtype_name(t) << " " << k::isa_name(i) << " n=" << n << " token " << tk;
                 }
             }
         }
