@@ -53,24 +53,43 @@ struct coef_step {
 // scales are packed 4 to a 64-bit integer register (scalar loads, shifts and ors run beside the
 // vector pipes): a vpgatherdd per row measured ~1.5x slower for the whole chunk on Zen 4, element
 // inserts ~1.1x. Four running maxima keep the max chain short (max is exact in any order).
+// The fp16 scales of blocks [0, 8) at p (V::bytes apart) as f32: packed four to a 64-bit integer
+// register with scalar loads, shifts and ors (which run beside the vector pipes), then converted.
+template <typename V>
+inline __m256 scales8(const uint8_t* p) {
+    const auto u16 = [&](int j) {
+        uint16_t v;
+        std::memcpy(&v, p + j * V::bytes, 2);
+        return static_cast<uint64_t>(v);
+    };
+    uint64_t lo = u16(0) | u16(1) << 16 | u16(2) << 32 | u16(3) << 48;
+    uint64_t hi = u16(4) | u16(5) << 16 | u16(6) << 32 | u16(7) << 48;
+    // Keep the packing in integer registers: GCC otherwise rebuilds it from vector inserts and unpacks.
+    __asm__("" : "+r"(lo), "+r"(hi));
+    return _mm256_cvtph_ps(_mm_insert_epi64(_mm_cvtsi64_si128(static_cast<int64_t>(lo)), static_cast<int64_t>(hi), 1));
+}
+
+// Blocks [0, 8) at byte offset off of each row: c = d * x per row, 8 blocks per vector. Scales by
+// scalar loads (a vpgatherdd per row measured ~1.5x slower for the whole chunk on Zen 4); four rows
+// per step with their own running maxima in registers (max is exact in any order).
 template <typename V>
 void coefs8(coef_step& t, const uint8_t* const* r, const float* s, int nr, int64_t off) {
     alignas(32) float c[k_chunk_rows][k_step];
     __m256 mx[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     const __m256 sign = _mm256_set1_ps(-0.0f);
-    for (int i = 0; i < nr; ++i) {
-        const uint8_t* p = r[i] + off;
-        const auto u16 = [&](int b) {
-            uint16_t v;
-            std::memcpy(&v, p + b * V::bytes, 2);
-            return static_cast<uint64_t>(v);
-        };
-        const uint64_t lo = u16(0) | u16(1) << 16 | u16(2) << 32 | u16(3) << 48;
-        const uint64_t hi = u16(4) | u16(5) << 16 | u16(6) << 32 | u16(7) << 48;
-        const __m256 d = _mm256_cvtph_ps(_mm_set_epi64x(static_cast<int64_t>(hi), static_cast<int64_t>(lo)));
-        const __m256 ci = _mm256_mul_ps(d, _mm256_set1_ps(s[i]));
+    int i = 0;
+    for (; i + 4 <= nr; i += 4) {
+        SL_I8_UNROLL
+        for (int j = 0; j < 4; ++j) {
+            const __m256 ci = _mm256_mul_ps(scales8<V>(r[i + j] + off), _mm256_set1_ps(s[i + j]));
+            _mm256_store_ps(c[i + j], ci);
+            mx[j] = _mm256_max_ps(mx[j], _mm256_andnot_ps(sign, ci));
+        }
+    }
+    for (; i < nr; ++i) {
+        const __m256 ci = _mm256_mul_ps(scales8<V>(r[i] + off), _mm256_set1_ps(s[i]));
         _mm256_store_ps(c[i], ci);
-        mx[i & 3] = _mm256_max_ps(mx[i & 3], _mm256_andnot_ps(sign, ci));
+        mx[0] = _mm256_max_ps(mx[0], _mm256_andnot_ps(sign, ci));
     }
     const __m256 m = _mm256_max_ps(_mm256_max_ps(mx[0], mx[1]), _mm256_max_ps(mx[2], mx[3]));
     const __m256 nz = _mm256_cmp_ps(m, _mm256_setzero_ps(), _CMP_GT_OQ);
@@ -84,8 +103,8 @@ void coefs8(coef_step& t, const uint8_t* const* r, const float* s, int nr, int64
         __m256i k[4];
         SL_I8_UNROLL
         for (int j = 0; j < 4; ++j) {
-            const int i = 4 * g + j;
-            k[j] = i < nr ? _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_load_ps(c[i]), inv)) : _mm256_setzero_si256();
+            const int row = 4 * g + j;
+            k[j] = row < nr ? _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_load_ps(c[row]), inv)) : _mm256_setzero_si256();
             sum = _mm256_add_epi32(sum, k[j]);
         }
         const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(k[0], k[1]), _mm256_packs_epi32(k[2], k[3]));
