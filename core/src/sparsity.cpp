@@ -3,12 +3,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <functional>
 #include <iterator>
 #include <numeric>
 
 namespace sl {
 
-bool index_mask::contains(int32_t i) const { return all || std::binary_search(idx.begin(), idx.end(), i); }
+bool index_mask::contains(int32_t i) const {
+    return all || std::binary_search(idx.begin(), idx.end(), i);
+}
 
 const char* proj_name(proj p) {
     static const char* names[proj_count] = {"q", "k", "v", "o", "gate", "up", "down"};
@@ -25,22 +29,47 @@ int64_t density_to_k(float density, int64_t n) {
     return std::clamp<int64_t>(static_cast<int64_t>(std::llround(static_cast<double>(density) * n)), 0, n);
 }
 
+namespace {
+
+// A key whose unsigned order is the selection order of a score: larger first, -0 == +0, NaN below
+// every number (key 0; the smallest number, -inf, maps above it).
+uint32_t rank_key(float f) {
+    if (std::isnan(f)) return 0;
+    uint32_t u;
+    f += 0.0f;  // -0 -> +0
+    std::memcpy(&u, &f, 4);
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+}  // namespace
+
+// The k-th largest key is found by selection over a copy of the keys, then one pass in index order
+// takes every key above it and the lowest-indexed ones equal to it: the result comes out sorted, with
+// no comparator over indices and no sort (DIP called this twice per layer and token; the nth_element
+// over indices plus std::sort of the kept half took ~10% of its decode time at n = 8192).
 void top_k_indices(std::span<const float> scores, int64_t k, std::vector<int32_t>& out) {
     const int64_t n = static_cast<int64_t>(scores.size());
     k = std::clamp<int64_t>(k, 0, n);
-    out.resize(static_cast<size_t>(n));
-    std::iota(out.begin(), out.end(), 0);
-    // Strict weak order: larger score first, NaN last, lower index first among equals.
-    auto better = [&](int32_t a, int32_t b) {
-        const float sa = scores[static_cast<size_t>(a)], sb = scores[static_cast<size_t>(b)];
-        const bool na = std::isnan(sa), nb = std::isnan(sb);
-        if (na != nb) return nb;
-        if (!na && sa != sb) return sa > sb;
-        return a < b;
-    };
-    if (k < n) std::nth_element(out.begin(), out.begin() + k, out.end(), better);
     out.resize(static_cast<size_t>(k));
-    std::sort(out.begin(), out.end());
+    if (k == 0) return;
+    if (k == n) {
+        std::iota(out.begin(), out.end(), 0);
+        return;
+    }
+    thread_local std::vector<uint32_t> keys, work;
+    keys.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) keys[static_cast<size_t>(i)] = rank_key(scores[static_cast<size_t>(i)]);
+    work.assign(keys.begin(), keys.end());
+    std::nth_element(work.begin(), work.begin() + (k - 1), work.end(), std::greater<uint32_t>());
+    const uint32_t kth = work[static_cast<size_t>(k - 1)];
+    int64_t above = 0;
+    for (uint32_t key : keys) above += key > kth;
+    int64_t ties = k - above;  // keys equal to kth that make the cut, lowest index first
+    int64_t m = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        const uint32_t key = keys[static_cast<size_t>(i)];
+        if (key > kth || (key == kth && ties-- > 0)) out[static_cast<size_t>(m++)] = static_cast<int32_t>(i);
+    }
 }
 
 void threshold_indices(std::span<const float> values, float threshold, std::vector<int32_t>& out) {
@@ -125,7 +154,8 @@ layer_density masks_density(const layer_masks& m, int64_t dim, int64_t hidden, b
     const index_mask all_mask;
     const float rows_first = m.neurons_pre.density(hidden);
     const float rows_second =
-        hidden > 0 ? static_cast<float>(intersect_count(m.neurons_pre, m.neurons_post, all_mask, hidden)) / hidden : 1.0f;
+        hidden > 0 ? static_cast<float>(intersect_count(m.neurons_pre, m.neurons_post, all_mask, hidden)) / hidden
+                   : 1.0f;
     const float gate_rows = up_first ? rows_second : rows_first;
     const float up_rows = up_first ? rows_first : rows_second;
     d.d[static_cast<int>(proj::gate)] = gate_rows * m.gate_in.density(dim);

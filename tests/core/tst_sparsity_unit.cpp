@@ -48,6 +48,36 @@ TEST(TopK, KClampedAndFullDensityIsAll) {
     EXPECT_EQ(m.count(3), 0);
 }
 
+// The selection rule written out as a sort over indices (the definition), against the fast path on
+// random scores full of ties, signed zeros, NaN and infinities.
+TEST(TopK, MatchesTheRuleOnRandomScores) {
+    std::mt19937 rng(7);
+    const float specials[] = {0.0f, -0.0f, NAN, INFINITY, -INFINITY, 1.0f, -1.0f};
+    for (int trial = 0; trial < 300; ++trial) {
+        const int64_t n = 1 + static_cast<int64_t>(rng() % 300);
+        std::vector<float> s(static_cast<size_t>(n));
+        for (float& v : s) {
+            const uint32_t r = rng() % 10;
+            v = r < 3   ? specials[rng() % 7]
+                : r < 6 ? static_cast<float>(static_cast<int>(rng() % 5) - 2)
+                        : std::ldexp(static_cast<float>(rng() % 2000) - 1000.0f, -5);
+        }
+        std::vector<int32_t> all(static_cast<size_t>(n));
+        for (int32_t i = 0; i < static_cast<int32_t>(n); ++i) all[static_cast<size_t>(i)] = i;
+        std::stable_sort(all.begin(), all.end(), [&](int32_t a, int32_t b) {
+            const float sa = s[static_cast<size_t>(a)], sb = s[static_cast<size_t>(b)];
+            if (std::isnan(sa) != std::isnan(sb)) return std::isnan(sb);
+            return !std::isnan(sa) && sa > sb;  // equal scores keep index order (stable)
+        });
+        for (int64_t k : {int64_t{0}, int64_t{1}, n / 3, n / 2, n - 1, n}) {
+            std::vector<int32_t> want(all.begin(), all.begin() + k), got;
+            std::sort(want.begin(), want.end());
+            sl::top_k_indices(s, k, got);
+            ASSERT_EQ(got, want) << "n " << n << " k " << k << " trial " << trial;
+        }
+    }
+}
+
 TEST(Threshold, AbsoluteValueAndNaN) {
     sl::index_mask m;
     sl::threshold_mask(std::vector<float>{-2.0f, 0.5f, NAN, 1.0f, -0.99f}, 1.0f, m);
