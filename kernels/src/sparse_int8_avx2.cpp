@@ -32,8 +32,9 @@
 namespace sl::kernels::detail {
 namespace {
 
-constexpr int k_groups = k_chunk_rows / 4;  // channels go 4 to a dword
-constexpr int k_step = 8;                   // blocks per coefficient step
+constexpr int k_groups = k_chunk_rows / 4;              // channels go 4 to a dword
+constexpr int k_step = 8;                               // blocks per coefficient step
+constexpr int64_t k_prefetch_lines = (256 << 10) / 64;  // a quarter of L2 ahead at most
 
 inline float half_at(const uint8_t* p) {
     uint16_t h;
@@ -49,12 +50,10 @@ struct coef_step {
     alignas(32) int32_t start[k_step];
 };
 
-// Blocks [0, 8) at byte offset off of each row: c = d * x per row, 8 blocks per vector. The fp16
-// scales are packed 4 to a 64-bit integer register (scalar loads, shifts and ors run beside the
-// vector pipes): a vpgatherdd per row measured ~1.5x slower for the whole chunk on Zen 4, element
-// inserts ~1.1x. Four running maxima keep the max chain short (max is exact in any order).
 // The fp16 scales of blocks [0, 8) at p (V::bytes apart) as f32: packed four to a 64-bit integer
-// register with scalar loads, shifts and ors (which run beside the vector pipes), then converted.
+// register with scalar loads, shifts and ors (integer pipes, which the dots leave idle), then
+// converted. A vpgatherdd per row measured ~1.5x slower for the whole chunk on Zen 4, element
+// inserts ~1.1x.
 template <typename V>
 inline __m256 scales8(const uint8_t* p) {
     const auto u16 = [&](int j) {
@@ -235,13 +234,17 @@ void chunk_run(float* acc, int n_rows, const uint8_t* const* rows, const float* 
     for (int i = 0; i < 4 * ng; ++i) r[i] = rows[i < n_rows ? i : 0];  // padding rows get k = 0
     const int64_t nb = n / 32;
     // The next chunk's rows go to L2 while this one is consumed, line after line of one row before
-    // the next (sequential runs for DRAM), paced evenly over the blocks (sparse_vnni_avx512.cpp).
+    // the next (sequential runs for DRAM), paced evenly over the blocks (sparse_vnni_avx512.cpp). At
+    // most k_prefetch_lines in all: the fused MLP passes the next 32 whole bundles, 1.4 MiB for Q8_0
+    // at dim 14336, which overflowed L2 (1 MiB here) before they were read (1.4 -> 2.0x d*dense).
     const int64_t row_lines = (nb * V::bytes + 63) / 64 + 1;
-    const int64_t per_block = nb > 0 ? (n_pf * row_lines + nb - 1) / nb : 0;
+    const int64_t pf_lines = std::min<int64_t>(n_pf * row_lines, k_prefetch_lines);
+    const int64_t per_block = nb > 0 ? (pf_lines + nb - 1) / nb : 0;
+    int64_t issued = 0;
     int pi = 0;
     int64_t pl = 0;
     const auto prefetch = [&] {
-        for (int64_t q = 0; q < per_block && pi < n_pf; ++q) {
+        for (int64_t q = 0; q < per_block && issued < pf_lines; ++q, ++issued) {
             _mm_prefetch(reinterpret_cast<const char*>(pf[pi] + pl * 64), _MM_HINT_T1);
             if (++pl == row_lines) {
                 pl = 0;
