@@ -16,15 +16,22 @@ namespace {
 using detail::k_axpy_rows;
 using detail::q8_act;
 
-// Below this much weight traffic per thread, waking another thread costs more than it saves.
+// Below this much weight traffic per thread, waking another thread costs more than it saves (with
+// spinning workers; sleeping ones raise it, see wake_bytes).
 constexpr int64_t min_bytes_per_thread = 64 * 1024;
+// Bytes one thread streams per microsecond, to weigh a worker's wake-up against the work it takes
+// over (a low estimate of this machine's single-thread sparse rate, 12-14 GB/s).
+constexpr int64_t k_bytes_per_us = 10 * 1000;
 // Channels (or neurons) summed into a panel-sized temporary before it is added to the output: the
 // long sum over active channels is then two short ones, which keeps f32 rounding ~30x below a
 // single running sum (an input-sparse GEMV at 100% agrees with the dense kernel to ~1e-13 nMSE).
 constexpr int64_t k_sum_block = 32;
 // Output panel of the input-sparse kernel: each active row is read in segments of ~4 KiB (the
-// hardware prefetchers' page-sized unit) while the panel's partial sums stay in L1.
+// hardware prefetchers' page-sized unit) while the panel's partial sums stay in L1. Float rows (the
+// f32 axpy path) go in 16 KiB runs of up to k_max_panel outputs: on 8192-output F32 rows at 2
+// threads, 4 KiB panels read ~25 GB/s and 16 KiB ~33 (dense 35-45), quantized chunks 2-8 KiB alike.
 constexpr int64_t k_panel_bytes = 4096;
+constexpr int64_t k_float_panel_bytes = 16384;
 constexpr int64_t k_max_panel = 4096;  // elements; bounds the stack temporary (16 KiB)
 // Input-sparse threads split the outputs only while each one's slice of a row is at least this long.
 constexpr int64_t k_min_slice_bytes = 4096;
@@ -32,9 +39,43 @@ constexpr int64_t k_min_slice_bytes = 4096;
 // 4-32 KiB measured alike, T0 hints beat T1/T2 by 15-20%.
 constexpr int64_t k_prefetch_bytes = 4096;
 
+int requested_threads(int requested) {
+    return requested > 0 ? requested : omp_get_max_threads();
+}
+
+// Microseconds to fork and join a second OpenMP thread, measured once (median of 15 empty regions):
+// ~1 us while workers spin, ~50 us under OMP_WAIT_POLICY=passive on the 2-vCPU VM this was tuned on
+// (a futex wake-up each time), where it exceeded the whole kernel at 10% density.
+double fork_join_us() {
+    static const double us = [] {
+        if (omp_get_max_threads() < 2) return 0.0;
+        double t[15];
+        int team = 0;
+        for (double& v : t) {
+            const double t0 = omp_get_wtime();
+#pragma omp parallel num_threads(2)
+            {
+                if (omp_get_thread_num() == 0) team = omp_get_num_threads();
+            }
+            v = (omp_get_wtime() - t0) * 1e6;
+        }
+        if (team < 2) return 0.0;
+        std::sort(std::begin(t), std::end(t));
+        return t[7];
+    }();
+    return us;
+}
+
+// Work (bytes) a thread must have before another one is woken for it: the bytes it streams meanwhile.
+int64_t wake_bytes() {
+    return std::max<int64_t>(min_bytes_per_thread, static_cast<int64_t>(fork_join_us() * k_bytes_per_us));
+}
+
+// Threads to run on: at most the requested count and `units`, and only as many as the work pays for.
+// Which results a kernel computes never depends on this (see the slices below), only how fast.
 int pick_threads(int requested, int64_t work_bytes, int64_t units) {
-    int nt = requested > 0 ? requested : omp_get_max_threads();
-    nt = static_cast<int>(std::min<int64_t>(nt, std::max<int64_t>(1, work_bytes / min_bytes_per_thread)));
+    int nt = requested_threads(requested);
+    if (nt > 1) nt = static_cast<int>(std::min<int64_t>(nt, std::max<int64_t>(1, work_bytes / wake_bytes())));
     return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(nt, units)));
 }
 
@@ -107,6 +148,15 @@ std::vector<float>& thread_partials() {
     return p;
 }
 
+// The output panel for a range of len outputs: at most max_panel, the range cut into equal panels of
+// whole 32-output blocks. A 4096-output thread slice of Q8_0 rows (max panel 3840) was a 3840 panel
+// plus a 256 one, whose calls paid a whole chunk's coefficient setup and prefetch for 8 blocks.
+int64_t balanced_panel(int64_t len, int64_t max_panel) {
+    const int64_t units = (len + 31) / 32, max_units = std::max<int64_t>(1, max_panel / 32);
+    const int64_t n_panels = (units + max_units - 1) / max_units;
+    return (units + n_panels - 1) / n_panels * 32;
+}
+
 // input_sparse_range through a chunk kernel: per output panel, each block of k_sum_block channels is
 // one call that adds its integer-dot sum straight into dst (no temporary), prefetching the next block's
 // rows (after the last block, the next panel's first rows).
@@ -142,7 +192,8 @@ void input_sparse_chunks(detail::chunk_fn chunk, const tensor_view& wt, const fl
 // output panels of ~4 KiB of each row; channels in blocks of k_sum_block summed into a temporary,
 // then added to dst; inside a block k_axpy_rows rows per pass, prefetching the next rows.
 void input_sparse_range(const tensor_view& wt, const float* x, const int32_t* idx, int64_t k0, int64_t k1, int64_t o0,
-                        int64_t o1, float* dst, int64_t panel) {
+                        int64_t o1, float* dst, int64_t max_panel) {
+    const int64_t panel = balanced_panel(o1 - o0, max_panel);
     const detail::sparse_table& st = detail::active_sparse_table();
     if (const detail::chunk_fn chunk = st.chunk[static_cast<int>(wt.type)]) {
         input_sparse_chunks(chunk, wt, x, idx, k0, k1, o0, o1, dst, panel);
@@ -198,16 +249,20 @@ void gemv_input_sparse(const tensor_view& wt, const float* x, const int32_t* idx
         return;
     }
     const int64_t rb = wt.row_bytes();
-    const int64_t panel = std::clamp<int64_t>(k_panel_bytes / dtype_row_bytes(wt.type, 32), 1, k_max_panel / 32) * 32;
+    const int64_t panel_bytes = dtype_is_quantized(wt.type) ? k_panel_bytes : k_float_panel_bytes;
+    const int64_t panel = std::clamp<int64_t>(panel_bytes / dtype_row_bytes(wt.type, 32), 1, k_max_panel / 32) * 32;
     // CHESS's split: threads own slices of y (in units of 32 outputs: whole quantized blocks, whole
-    // cache lines) and read their slice of every active row. With short rows (a Q4_0 row of 2048
-    // outputs is 1152 bytes) the slices get too short to stream: 2 threads measured slower than 1.
-    // Then threads take whole rows of a contiguous part of the active list into private partial
-    // outputs, summed in thread order afterwards (no atomics either way).
+    // cache lines) and read their slice of every active row; any split gives the same bits. With short
+    // rows (a Q4_0 row of 2048 outputs is 1152 bytes) the slices get too short to stream: 2 threads
+    // measured slower than 1. Then the active list is cut into `req` fixed slices of whole channel
+    // blocks (req = the requested thread count, so the bits do not depend on how many threads the
+    // work size lets run), each summed into its own partial output, added in slice order at the end.
+    const int req = requested_threads(n_threads);
     const int64_t units = (out + 31) / 32;
-    const int nt_out = pick_threads(n_threads, n_idx * rb, units);
-    if (nt_out == 1 || rb / nt_out >= k_min_slice_bytes) {
-        parallel(nt_out, [&](int t, int team) {
+    const int64_t blocks = (n_idx + k_sum_block - 1) / k_sum_block;
+    if (req == 1 || blocks == 1 || rb / req >= k_min_slice_bytes) {
+        const int nt = pick_threads(req, n_idx * rb, units);
+        parallel(nt, [&](int t, int team) {
             int64_t u0, u1;
             split(units, team, t, u0, u1);
             const int64_t o0 = u0 * 32, o1 = std::min(out, u1 * 32);
@@ -215,27 +270,28 @@ void gemv_input_sparse(const tensor_view& wt, const float* x, const int32_t* idx
         });
         return;
     }
-    const int64_t blocks = (n_idx + k_sum_block - 1) / k_sum_block;
-    const int nt = pick_threads(n_threads, n_idx * rb, blocks);
+    const int n_slices = static_cast<int>(std::min<int64_t>(req, blocks));
+    const int nt = pick_threads(req, n_idx * rb, n_slices);
     const int64_t stride = (out + 15) / 16 * 16;
     std::vector<float>& partials = thread_partials();
-    if (partials.size() < static_cast<size_t>((nt - 1) * stride))
-        partials.resize(static_cast<size_t>((nt - 1) * stride));
+    if (partials.size() < static_cast<size_t>((n_slices - 1) * stride))
+        partials.resize(static_cast<size_t>((n_slices - 1) * stride));
     parallel(nt, [&](int t, int team) {
-        int64_t c0, c1;
-        split(blocks, team, t, c0, c1);  // whole channel blocks: each thread's sums match a 1-thread run's blocks
-        float* dst = t == 0 ? y : partials.data() + (t - 1) * stride;
-        input_sparse_range(wt, x, idx, c0 * k_sum_block, std::min(n_idx, c1 * k_sum_block), 0, out, dst, panel);
-        if (team == 1) return;
-#pragma omp barrier
-        int64_t o0, o1;
-        split((out + 15) / 16, team, t, o0, o1);
-        for (int64_t o = o0 * 16; o < std::min(out, o1 * 16); ++o) {
-            float s = y[o];
-            for (int u = 1; u < team; ++u) s += partials[static_cast<size_t>((u - 1) * stride + o)];
-            y[o] = s;
+        int64_t s0, s1;
+        split(n_slices, team, t, s0, s1);
+        for (int64_t sl = s0; sl < s1; ++sl) {
+            int64_t c0, c1;
+            split(blocks, n_slices, static_cast<int>(sl), c0, c1);  // whole channel blocks
+            float* dst = sl == 0 ? y : partials.data() + (sl - 1) * stride;
+            input_sparse_range(wt, x, idx, c0 * k_sum_block, std::min(n_idx, c1 * k_sum_block), 0, out, dst, panel);
         }
     });
+    // The partials are added by the caller after the join: a barrier inside the region costs a
+    // wake-up (fork_join_us), more than these adds.
+    for (int sl = 1; sl < n_slices; ++sl) {
+        const float* p = partials.data() + (sl - 1) * stride;
+        for (int64_t o = 0; o < out; ++o) y[o] += p[o];
+    }
 }
 
 bool input_sparse_rounds_activations(dtype type) {
@@ -256,7 +312,8 @@ void gemv_output_sparse(const tensor_view& w, const float* x, const int32_t* idx
     const detail::rows_fn fn = kt.rows[static_cast<int>(w.type)];
     const detail::dots_fn dots = detail::active_sparse_table().dots[static_cast<int>(w.type)];
     // Quantized weights: x is quantized once, here, and shared read-only by the workers.
-    const void* xa = dtype_is_quantized(w.type) ? static_cast<const void*>(thread_acts().quantize(w.type, x, w.cols)) : x;
+    const void* xa =
+        dtype_is_quantized(w.type) ? static_cast<const void*>(thread_acts().quantize(w.type, x, w.cols)) : x;
     const int64_t rb = w.row_bytes();
     const int nt = pick_threads(n_threads, n_idx * rb, n_idx);
     // Short rows prefetch several rows ahead so ~4 KiB is always in flight.
@@ -340,12 +397,15 @@ void fused_sparse_mlp(const bundle_view& b, const float* x, const int32_t* idx, 
     float* partials = base + act_floats(dim);
     const int64_t stride = 2 * padded(dim);
     const int64_t part = b.part_bytes();
-    const int nt = pick_threads(n_threads, n_idx * b.bundle_bytes(), n_idx);
+    // Fixed slices of the active list (one per requested thread, each with its own partial output in
+    // the scratch), so the bits do not depend on how many threads the work size lets run.
+    const int n_slices = static_cast<int>(std::min<int64_t>(requested_threads(n_threads), n_idx));
+    const int nt = pick_threads(n_threads, n_idx * b.bundle_bytes(), n_slices);
 
-    parallel(nt, [&](int t, int team) {
+    auto run_slice = [&](int sl) {
         int64_t k0, k1;
-        split(n_idx, team, t, k0, k1);
-        float* acc = partials + t * stride;
+        split(n_idx, n_slices, sl, k0, k1);
+        float* acc = partials + sl * stride;
         float* tmp = acc + padded(dim);
         if (k1 == k0) std::fill(acc, acc + dim, 0.0f);
         // GLU value of active neuron k (stored to glu_out when asked).
@@ -405,20 +465,18 @@ void fused_sparse_mlp(const bundle_view& b, const float* x, const int32_t* idx, 
                 add_f32(acc, false, 1, &src, &one, dim, nullptr);
             }
         }
-        if (team > 1) {
-#pragma omp barrier
-        }
-        // Partials are summed in thread order over each thread's share of the outputs.
-        int64_t o0, o1;
-        split((dim + 15) / 16, team, t, o0, o1);
-        o0 *= 16;
-        o1 = std::min(dim, o1 * 16);
-        for (int64_t o = o0; o < o1; ++o) {
-            float s = partials[o];
-            for (int u = 1; u < team; ++u) s += partials[u * stride + o];
-            y[o] = s;
-        }
+    };
+    parallel(nt, [&](int t, int team) {
+        int64_t s0, s1;
+        split(n_slices, team, t, s0, s1);
+        for (int64_t sl = s0; sl < s1; ++sl) run_slice(static_cast<int>(sl));
     });
+    // Partials summed in slice order by the caller after the join (a barrier costs a wake-up).
+    for (int64_t o = 0; o < dim; ++o) {
+        float s = partials[o];
+        for (int u = 1; u < n_slices; ++u) s += partials[u * stride + o];
+        y[o] = s;
+    }
 }
 
 }  // namespace sl::kernels

@@ -121,6 +121,7 @@ const sparse_table& sparse_avx2_table() {
         k.dots[3] = gather_dots<q8_act, quant_rows<1, q8_block, true>, quant_rows<1, q8_block, false>>;
         k.dots[4] = gather_dots<q8_act, quant_rows<1, q4_block, true>, quant_rows<1, q4_block, false>>;
         add_unpacked_dots_avx2(k);
+        add_int8_chunks_avx2(k);
         return k;
     }();
     return t;

@@ -97,7 +97,7 @@ struct sparse_table {
     // Indexed by dtype; 1 <= n_rows <= k_axpy_rows. Only for types a layout can be written in
     // (dtype_layout_type): input-major matrices and bundles of other types are stored as Q8_0.
     axpy_fn axpy[n_dtypes] = {};
-    dots_fn dots[n_dtypes] = {};  // indexed by dtype; null (scalar ISA): the dense rows kernel is used
+    dots_fn dots[n_dtypes] = {};    // indexed by dtype; null (scalar ISA): the dense rows kernel is used
     chunk_fn chunk[n_dtypes] = {};  // indexed by dtype; null: the input-sparse driver sums axpy groups
 };
 
@@ -110,6 +110,9 @@ void add_kquant_dots_avx512(sparse_table& k);
 // The VNNI input-sparse chunks for Q8_0/Q4_0 (sparse_vnni_avx512.cpp), for the AVX-512 table; a
 // no-op on CPUs without AVX512-VNNI and AVX512-VBMI.
 void add_vnni_chunks(sparse_table& k);
+// The same chunks' arithmetic with AVX2 integer dots (sparse_int8_avx2.cpp), for the AVX2 table:
+// bit-identical to the VNNI chunks for finite inputs.
+void add_int8_chunks_avx2(sparse_table& k);
 
 const sparse_table& sparse_scalar_table();
 const sparse_table& sparse_avx2_table();

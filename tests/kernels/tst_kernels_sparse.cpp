@@ -179,6 +179,176 @@ TEST(sparse, input_sparse_rounding_matches_dense_activation_rounding) {
     }
 }
 
+// ---- Integer input-sparse chunks: the exact arithmetic ---------------------------------------------
+// What input_sparse_rounds_activations promises, written out per output (sparse_vnni_avx512.cpp and
+// sparse_int8_avx2.cpp must both compute exactly this): the active list is cut into chunks of 32
+// consecutive entries; per chunk and block b of 32 outputs, c_i = fp16(d_ib) * x_i in f32,
+// mx = max |c_i|, k_i = nearbyint(c_i * (127 / mx)) (0 when mx = 0), S = mx / 127, and
+// y_o = S * float(sum_i k_i q_io) for the first chunk, fma(S, float(sum_i k_i q_io), y_o) after it.
+int stored_int(dtype t, const uint8_t* row, int64_t o) {
+    if (t == dtype::q8_0) return reinterpret_cast<const sl::block_q8_0*>(row)[o / 32].qs[o % 32];
+    const auto& b = reinterpret_cast<const sl::block_q4_0*>(row)[o / 32];
+    const int j = static_cast<int>(o % 32);
+    return (j < 16 ? (b.qs[j] & 15) : (b.qs[j - 16] >> 4)) - 8;
+}
+
+float block_scale(dtype t, const uint8_t* row, int64_t b) {
+    const uint16_t h = t == dtype::q8_0 ? reinterpret_cast<const sl::block_q8_0*>(row)[b].d
+                                        : reinterpret_cast<const sl::block_q4_0*>(row)[b].d;
+    return static_cast<float>(half_value(h));  // exact
+}
+
+std::vector<float> integer_chunks_model(dtype t, const std::vector<const uint8_t*>& rows, const std::vector<float>& s,
+                                        int64_t out) {
+    std::vector<float> y(static_cast<size_t>(out), 0.0f);
+    for (size_t c0 = 0; c0 < rows.size(); c0 += 32) {
+        const size_t n = std::min<size_t>(32, rows.size() - c0);
+        for (int64_t b = 0; b < out / 32; ++b) {
+            float c[32];
+            float mx = 0.0f;
+            for (size_t i = 0; i < n; ++i) {
+                c[i] = block_scale(t, rows[c0 + i], b) * s[c0 + i];
+                mx = std::max(mx, std::fabs(c[i]));
+            }
+            const float inv = mx > 0.0f ? 127.0f / mx : 0.0f;
+            const float scale = mx / 127.0f;
+            int32_t kq[32];
+            for (size_t i = 0; i < n; ++i) kq[i] = static_cast<int32_t>(std::nearbyint(c[i] * inv));
+            for (int64_t o = b * 32; o < b * 32 + 32; ++o) {
+                int32_t sum = 0;
+                for (size_t i = 0; i < n; ++i) sum += kq[i] * stored_int(t, rows[c0 + i], o);
+                const float f = static_cast<float>(sum);
+                float& yo = y[static_cast<size_t>(o)];
+                yo = c0 == 0 ? scale * f : std::fma(scale, f, yo);
+            }
+        }
+    }
+    return y;
+}
+
+// An input-major [in, out] matrix of raw random blocks: every byte value (Q8_0 -128 included, all
+// nibbles), fp16 scales of mixed magnitudes, every 7th block's scale zero.
+matrix raw_input_major(dtype t, int64_t in, int64_t out, uint64_t seed) {
+    matrix m = matrix::zeroed(t, in, out, seed);
+    for (uint8_t& v : m.bytes) v = static_cast<uint8_t>(next_u64());
+    const int64_t bb = sl::dtype_block_bytes(t), nblocks = in * out / 32;
+    for (int64_t b = 0; b < nblocks; ++b) {
+        const float d = b % 7 == 3 ? 0.0f : uniform() * std::ldexp(1.0f, -static_cast<int>(next_u64() % 12));
+        const uint16_t h = k::fp32_to_fp16(d);
+        std::memcpy(m.bytes.data() + b * bb, &h, 2);
+    }
+    return m;
+}
+
+bool same_bits(const std::vector<float>& a, const float* b) {
+    return std::memcmp(a.data(), b, a.size() * sizeof(float)) == 0;
+}
+
+TEST(sparse, input_sparse_integer_chunks_are_exact) {
+    isa_guard guard;
+    if (k::detected_isa() >= k::isa::avx2) {  // AVX2 has the integer chunks too, not only AVX-512 VNNI
+        k::set_active_isa(k::isa::avx2);
+        EXPECT_TRUE(k::input_sparse_rounds_activations(dtype::q8_0));
+        EXPECT_TRUE(k::input_sparse_rounds_activations(dtype::q4_0));
+    }
+    int checked = 0;
+    for (dtype t : {dtype::q8_0, dtype::q4_0}) {
+        // Outputs: one block, a partial 8-block step, 8-block steps plus a tail, a long and a short llama row.
+        for (const shape& s : {shape{32, 45}, shape{96, 33}, shape{320, 70}, shape{2048, 100}, shape{14336, 40}}) {
+            const int64_t out = s.rows, in = s.cols;
+            const matrix wt = raw_input_major(t, in, out, 7 + out + in);
+            std::vector<float> x = make_x(in, 3 + in);
+            for (int64_t i = 0; i < in; i += 9) x[static_cast<size_t>(i)] *= 1000.0f;  // one channel dominates a chunk
+            for (const density& d : k_densities) {
+                const std::vector<int32_t> idx = make_idx(in, d, false, 50 + in);
+                std::vector<const uint8_t*> rows;
+                std::vector<float> xs;
+                for (int32_t i : idx) {
+                    rows.push_back(wt.view.row(i));
+                    xs.push_back(x[static_cast<size_t>(i)]);
+                }
+                const std::vector<float> model = integer_chunks_model(t, rows, xs, out);
+                for (k::isa i : isas()) {
+                    k::set_active_isa(i);
+                    if (!k::input_sparse_rounds_activations(t)) continue;
+                    SCOPED_TRACE(::testing::Message() << sl::dtype_name(t) << " " << k::isa_name(i) << " " << out << "x"
+                                                      << in << " density " << d.name);
+                    std::vector<float> y(static_cast<size_t>(out), -7.0f);
+                    k::gemv_input_sparse(wt.view, x.data(), idx.data(), static_cast<int64_t>(idx.size()), y.data(), 1);
+                    if (idx.empty()) continue;
+                    ASSERT_TRUE(same_bits(model, y.data()));
+                    ++checked;
+                }
+            }
+        }
+        // Ties: with d = 1 and the largest |x| = 127, c * 127 / mx = x exactly, so half-integers round to even.
+        const int64_t out = 64, in = 40;
+        matrix wt = raw_input_major(t, in, out, 99);
+        const uint16_t one = k::fp32_to_fp16(1.0f);
+        for (int64_t b = 0; b < in * out / 32; ++b)
+            std::memcpy(wt.bytes.data() + b * sl::dtype_block_bytes(t), &one, 2);
+        std::vector<float> x(static_cast<size_t>(in));
+        for (int64_t i = 0; i < in; ++i) x[static_cast<size_t>(i)] = static_cast<float>(i % 9) - 4.5f;
+        x[5] = 127.0f;
+        x[37] = -127.0f;  // the second chunk's maximum
+        std::vector<int32_t> idx(static_cast<size_t>(in));
+        std::vector<const uint8_t*> rows;
+        for (int32_t i = 0; i < in; ++i) {
+            idx[static_cast<size_t>(i)] = i;
+            rows.push_back(wt.view.row(i));
+        }
+        const std::vector<float> model = integer_chunks_model(t, rows, x, out);
+        for (k::isa i : isas()) {
+            k::set_active_isa(i);
+            if (!k::input_sparse_rounds_activations(t)) continue;
+            std::vector<float> y(static_cast<size_t>(out));
+            k::gemv_input_sparse(wt.view, x.data(), idx.data(), in, y.data(), 1);
+            EXPECT_TRUE(same_bits(model, y.data())) << sl::dtype_name(t) << " " << k::isa_name(i) << " ties";
+            ++checked;
+        }
+    }
+    if (k::detected_isa() >= k::isa::avx2) {
+        EXPECT_GT(checked, 0);
+    }
+}
+
+// The fused MLP's down columns go through the same chunks, with the GLU values as coefficients.
+TEST(sparse, fused_down_columns_are_exact_integer_chunks) {
+    isa_guard guard;
+    int checked = 0;
+    for (dtype t : {dtype::q8_0, dtype::q4_0}) {
+        for (const shape& s : {shape{64, 160}, shape{2048, 96}, shape{320, 64}}) {
+            const int64_t dim = s.rows, hidden = s.cols;
+            if (hidden % 32) continue;
+            const matrix gate = make_matrix(t, hidden, dim, 5 + dim), up = make_matrix(t, hidden, dim, 6 + dim);
+            const matrix down = make_matrix(t, dim, hidden, 7 + dim);
+            const k::owned_bundles b = k::make_bundles(gate.view, up.view, down.view, t);
+            const std::vector<float> x = make_x(dim, 8 + dim, 2.0f / std::sqrt(static_cast<float>(dim)));
+            for (const density& d : k_densities) {
+                const std::vector<int32_t> idx = make_idx(hidden, d, true, 60 + hidden);
+                if (idx.empty()) continue;
+                for (k::isa i : isas()) {
+                    k::set_active_isa(i);
+                    if (!k::input_sparse_rounds_activations(t)) continue;
+                    SCOPED_TRACE(::testing::Message() << sl::dtype_name(t) << " " << k::isa_name(i) << " dim " << dim
+                                                      << " density " << d.name);
+                    std::vector<float> scratch(static_cast<size_t>(k::fused_mlp_scratch_floats(dim, 1)));
+                    std::vector<float> y(static_cast<size_t>(dim)), glu(idx.size());
+                    k::fused_sparse_mlp(b.view, x.data(), idx.data(), static_cast<int64_t>(idx.size()), y.data(),
+                                        scratch.data(), glu.data(), 1);
+                    std::vector<const uint8_t*> cols;
+                    for (int32_t j : idx) cols.push_back(b.view.bundle(j) + 2 * b.view.part_bytes());
+                    ASSERT_TRUE(same_bits(integer_chunks_model(t, cols, glu, dim), y.data()));
+                    ++checked;
+                }
+            }
+        }
+    }
+    if (k::detected_isa() >= k::isa::avx2) {
+        EXPECT_GT(checked, 0);
+    }
+}
+
 // Quantized types are left out: their input-major copies are re-quantized along the outputs, so the
 // weights differ from the row-major ones (the reference test above covers them).
 TEST(sparse, input_sparse_at_full_density_equals_dense) {
@@ -217,7 +387,8 @@ TEST_P(sparse_by_type, output_sparse_matches_reference_and_dense) {
         const matrix w = make_matrix(t, s.rows, s.cols, 21 + s.rows * 5 + s.cols);
         const std::vector<double> wd = decode(w.view);
         const std::vector<float> x = make_x(s.cols, 7 + s.cols);
-        const std::vector<double> x_used = is_quant(t) ? quantized_x_for(t, x) : std::vector<double>(x.begin(), x.end());
+        const std::vector<double> x_used =
+            is_quant(t) ? quantized_x_for(t, x) : std::vector<double>(x.begin(), x.end());
         std::vector<std::vector<float>> dense;  // gemv per ISA, for the bit-identity check
         for (k::isa i : isas()) {
             k::set_active_isa(i);

@@ -57,26 +57,31 @@ owned_bundles make_bundles(const tensor_view& gate, const tensor_view& up, const
 
 // ---- Kernels ---------------------------------------------------------------------------------------
 // Index lists are sorted ascending, unique and in range; n_idx may be 0. Threads split outputs (or
-// the active list, with per-thread partial sums) into independent blocks: no atomics, no locks, no
+// the active list, with per-slice partial sums) into independent blocks: no atomics, no locks, no
 // allocation per call once grow-only thread_local buffers have their size. n_threads <= 0 means
-// OpenMP's default; small calls use fewer threads. ISA: kernels::active_isa(), like the dense ones.
+// OpenMP's default. Calls too small to pay for waking a worker (its fork/join cost is measured once:
+// ~1 us with spinning workers, ~50 us under OMP_WAIT_POLICY=passive on a small VM) run on fewer
+// threads; results never depend on that choice, only on n_threads as stated below.
+// ISA: kernels::active_isa(), like the dense ones.
 // Accuracy: f32 accumulation; input-sparse and the fused down part sum channels/neurons in blocks of
 // 32, so at 100% density they match the dense gemv to ~1e-13 normalised MSE. Exception: Q8_0/Q4_0
-// input-major rows (input-sparse, fused down columns) on AVX-512 VNNI use integer dots with rounded
-// coefficients (input_sparse_rounds_activations), at the dense quantized gemv's error level.
+// input-major rows (input-sparse, fused down columns) on AVX2 and AVX-512 VNNI use integer dots with
+// rounded coefficients (input_sparse_rounds_activations), at the dense quantized gemv's error level.
 
 // Input-sparse GEMV: y[o] = sum_{i in idx} x[i] * wt[i, o], wt input-major ([in, out]). Threads own slices
 // of y while each slice of a row is >= 4 KiB (then results do not depend on n_threads); for shorter
-// rows they take parts of the active list into private partial outputs summed in thread order
-// (results then vary with n_threads in the last bits). Partials live in a grow-only thread_local
-// buffer of the calling thread.
+// rows the active list is cut into n_threads slices of whole 32-channel blocks, each summed into a
+// private partial output, added in slice order (results then vary with n_threads in the last bits).
+// Partials live in a grow-only thread_local buffer of the calling thread.
 void gemv_input_sparse(const tensor_view& wt, const float* x, const int32_t* idx, int64_t n_idx, float* y,
                        int n_threads);
 
-// True when gemv_input_sparse on the active ISA forms Q8_0/Q4_0 products as integer dots (AVX-512 VNNI):
-// per block of 32 outputs and chunk of 32 active channels, x[i] * (weight scale) is rounded to int8
-// with one scale, so y carries activation-rounding error like the dense quantized gemv's (normalised
-// MSE ~1e-5 on random data) instead of f32 rounding only. Deterministic for a given index list.
+// True when gemv_input_sparse on the active ISA forms Q8_0/Q4_0 products as integer dots (AVX2, and
+// AVX-512 with VNNI; the scalar ISA and AVX-512 without VNNI keep f32 products): per block of 32
+// outputs and chunk of 32 active channels, x[i] * (weight scale) is rounded to int8 with one scale,
+// so y carries activation-rounding error like the dense quantized gemv's (normalised MSE ~1e-5 on
+// random data) instead of f32 rounding only. Deterministic for a given index list, and the same
+// bits on AVX2 and AVX-512 VNNI for finite inputs (tst_kernels_sparse holds both to one model).
 bool input_sparse_rounds_activations(dtype type);
 
 // Output-sparse GEMV: y[k] = W[idx[k], :] . x for k < n_idx (compact output), W row-major. Every y[k] is
@@ -91,10 +96,10 @@ int64_t fused_mlp_scratch_floats(int64_t dim, int n_threads);
 
 // Fused sparse gated MLP over active neurons: y = sum_{j in idx} down_j * silu(gate_j . x) * (up_j . x).
 // If `glu_out` is non-null it receives the GLU value of each active neuron (compact, n_idx entries),
-// bit-identical to swiglu(gemv(gate), gemv(up)) when the bundles hold the matrices' own rows. Threads
-// take contiguous parts of idx; partial outputs are summed in thread order (y varies with n_threads
-// in the last bits).
-void fused_sparse_mlp(const bundle_view& b, const float* x, const int32_t* idx, int64_t n_idx, float* y,
-                      float* scratch, float* glu_out, int n_threads);
+// bit-identical to swiglu(gemv(gate), gemv(up)) when the bundles hold the matrices' own rows. idx is
+// cut into n_threads contiguous slices whose partial outputs are summed in slice order (y varies with
+// n_threads in the last bits).
+void fused_sparse_mlp(const bundle_view& b, const float* x, const int32_t* idx, int64_t n_idx, float* y, float* scratch,
+                      float* glu_out, int n_threads);
 
 }  // namespace sl::kernels
