@@ -1,4 +1,6 @@
 // AVX2 + FMA + F16C dense kernels (compiled with those flags; only called after a CPUID check).
+#include <vector>
+
 #include "row_dots_avx2.h"
 
 namespace sl::kernels::detail {
@@ -27,6 +29,46 @@ void rows_quant(const uint8_t* w, int64_t rb, int64_t n_rows, int64_t cols, cons
     int64_t r = 0;
     for (; r + R <= n_rows; r += R) quant_rows<R, B, R == 1>(w + r * rb, rb, cols, xa, y + r, ahead(w + r * rb));
     for (; r < n_rows; ++r) quant_rows<1, B, true>(w + r * rb, rb, cols, xa, y + r, ahead(w + r * rb));
+}
+
+// The activations of the 8-block groups rearranged for q4_row (q4_x_paired), once per call instead of
+// per row; thread-local, grows only.
+const q8_act* q4_pair_acts(const q8_act* xa, int64_t cols) {
+    thread_local std::vector<int8_t> qs;
+    thread_local std::vector<float> d, s;
+    thread_local q8_act view;
+    const int64_t n = cols / 256 * 256;
+    if (qs.size() < static_cast<size_t>(n)) {
+        qs.resize(static_cast<size_t>(n));
+        d.resize(static_cast<size_t>(n / 32));
+        s.resize(static_cast<size_t>(n / 32));
+    }
+    for (int64_t b = 0; b < n / 32; b += 8) {
+        SL_UNROLL
+        for (int j = 0; j < 4; ++j) {
+            __m256i lo, hi;
+            q4_x_direct::pair(xa, b + 2 * j, lo, hi);
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs.data() + 32 * (b + 2 * j)), lo);
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs.data() + 32 * (b + 2 * j) + 32), hi);
+        }
+        _mm256_storeu_ps(d.data() + b, q4_x_direct::group(xa->d + b));
+        _mm256_storeu_ps(s.data() + b, q4_x_direct::group(xa->s + b));
+    }
+    view = {qs.data(), d.data(), s.data()};
+    return &view;
+}
+
+// Q4_0 rows; with enough rows to amortise it, the activations are rearranged once (q4_pair_acts) and
+// every row reads them as they are. Same values either way, so the same bits as the gathers' rows.
+void rows_q4(const uint8_t* w, int64_t rb, int64_t n_rows, int64_t cols, const void* xv, float* y) {
+    const auto* xa = static_cast<const q8_act*>(xv);
+    if (n_rows < 8) {
+        for (int64_t r = 0; r < n_rows; ++r)
+            q4_row<q4_x_direct, true>(w + r * rb, cols, xa, xa, y + r, ahead(w + r * rb));
+        return;
+    }
+    const q8_act* xg = q4_pair_acts(xa, cols);
+    for (int64_t r = 0; r < n_rows; ++r) q4_row<q4_x_paired, true>(w + r * rb, cols, xg, xa, y + r, ahead(w + r * rb));
 }
 
 template <typename L>
@@ -155,12 +197,12 @@ const kernel_table& avx2_table() {
         k.rows[1] = rows_float<1, load_f16>;
         k.rows[2] = rows_float<1, load_bf16>;
         k.rows[3] = rows_quant<1, q8_block>;
-        k.rows[4] = rows_quant<1, q4_block>;
+        k.rows[4] = rows_q4;
         k.rows_cached[0] = rows_float<2, load_f32>;
         k.rows_cached[1] = rows_float<2, load_f16>;
         k.rows_cached[2] = rows_float<2, load_bf16>;
         k.rows_cached[3] = rows_quant<2, q8_block>;
-        k.rows_cached[4] = rows_quant<2, q4_block>;
+        k.rows_cached[4] = rows_q4;
         k.dequant[1] = dequant_float<load_f16>;
         k.dequant[2] = dequant_float<load_bf16>;
         k.quantize_act = quantize_act;
