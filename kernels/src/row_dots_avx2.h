@@ -90,7 +90,11 @@ inline void dot_rows(const uint8_t* w, int64_t rb, int64_t cols, const float* x,
     }
     int64_t c = 0;
     for (; c + 8 * U <= cols; c += 8 * U) {
-        if constexpr (Prefetch) prefetch_span<8 * U * sizeof(E)>(pf, c * static_cast<int64_t>(sizeof(E)));
+        if constexpr (Prefetch) {
+            SL_UNROLL
+            for (int i = 0; i < R; ++i)
+                prefetch_span<8 * U * sizeof(E)>(pf + i * rb, c * static_cast<int64_t>(sizeof(E)));
+        }
         __m256 xv[U];
         SL_UNROLL
         for (int u = 0; u < U; ++u) xv[u] = _mm256_loadu_ps(x + c + 8 * u);
