@@ -295,10 +295,16 @@ void row_dot(const uint8_t* w, int64_t, int64_t cols, const q8_act* xa, float* y
     }
 }
 
+// Software prefetch distance of the streaming rows: 2 KiB ahead in the row. Measured on 2 threads over
+// the l1b shapes (alternating, 0 / 1 / 2 / 4 / 8 KiB): Q4_K and Q6_K were best at 2 KiB in 6 of 6
+// shapes, by 2-8% over 4 KiB; 8 KiB was worst.
+constexpr int64_t k_kquant_prefetch = 2048;
+
 template <dtype T>
 void rows(const uint8_t* w, int64_t rb, int64_t n_rows, int64_t cols, const void* xv, float* y) {
     const auto* xa = static_cast<const q8_act*>(xv);
-    for (int64_t r = 0; r < n_rows; ++r) row_dot<T, true>(w + r * rb, rb, cols, xa, y + r, w + r * rb + 4096);
+    for (int64_t r = 0; r < n_rows; ++r)
+        row_dot<T, true>(w + r * rb, rb, cols, xa, y + r, w + r * rb + k_kquant_prefetch);
 }
 
 template <dtype... Ts>

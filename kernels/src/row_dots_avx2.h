@@ -165,14 +165,19 @@ inline __m256 scales8_in(const uint8_t* p) {
     return _mm256_cvtph_ps(_mm256_castsi256_si128(packed));
 }
 
-// The same from scalar loads: 4 fp16 scales per 64-bit integer (no gather; measured faster here).
+// The same from scalar loads, 4 fp16 scales per 64-bit integer: vpgatherdd costs ~20 cycles on this
+// Zen 4 VM (a third of a Q4_0 row in perf). The empty asm keeps each scale in a general register: GCC
+// otherwise vectorizes the shifts into a dozen vector shuffles, and the vector pipes are the bottleneck
+// of the row kernels while the integer ALUs idle.
 template <typename B, int... Order>
 inline __m256 scales8_scalar(const uint8_t* p) {
     constexpr int o[8] = {Order...};
     auto h = [&](int i) {
         uint16_t v;
         std::memcpy(&v, p + o[i] * B::bytes, 2);
-        return static_cast<uint64_t>(v);
+        uint64_t u = v;
+        __asm__("" : "+r"(u));
+        return u;
     };
     const uint64_t lo = h(0) | h(1) << 16 | h(2) << 32 | h(3) << 48;
     const uint64_t hi = h(4) | h(5) << 16 | h(6) << 32 | h(7) << 48;
@@ -231,18 +236,19 @@ inline __m256 block_scaled(const uint8_t* p, __m256i xq, float dx, float sx, flo
     return _mm256_mul_ps(_mm256_cvtepi32_ps(B::dot(p, xq)), _mm256_set1_ps(dw * dx));
 }
 
-// One Q4_0 row. Per group of 8 blocks: the 8 weight scales (one gather, in q4_x lane order) times the
+// One Q4_0 row. Per group of 8 blocks: the 8 weight scales (scalar loads, in q4_x lane order) times the
 // activation scales; per pair of blocks one 32-byte load of both blocks' nibbles, masked into elements
-// 0-15 (low nibbles) and 16-31 (high nibbles) of both, two maddubs whose int16 pair sums are added
-// exactly (|sum| <= 4 * 15 * 128), one madd into int32 lanes (0-3 block 2j, 4-7 block 2j + 1), one
-// convert and one FMA with the two blocks' scales. That is half the unpack, madd and convert work of one
-// block per step. The offset term (-8 * sum d_w * s) is one FMA per group. Leftover blocks (< 8) go
-// block by block. xg: the activations for the groups in X's layout; xa: as quantized (leftovers).
+// 0-15 (low nibbles) and 16-31 (high nibbles) of both, and two maddubs whose int16 pair sums are added
+// exactly (4 elements per lane, |sum| <= 4 * 15 * 127). Two rounds of vphaddw fold the 4 pairs into 16
+// elements per int16 lane (<= 30480, exact), one madd into one int32 lane per block, in the lane order
+// of the scales: one convert and one FMA per 8 blocks. The offset term (-8 * sum d_w * s) is one FMA per
+// group. Leftover blocks (< 8) go block by block. xg: the activations for the groups in X's layout; xa:
+// as quantized (leftovers). Activations are at most 127 in magnitude (quantize_act), which the int16
+// bounds rely on.
 template <typename X, bool Prefetch>
 inline void q4_row(const uint8_t* w, int64_t cols, const q8_act* xg, const q8_act* xa, float* y, const uint8_t* pf) {
     using B = q4_block;
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    __m256 corr_v = _mm256_setzero_ps();
+    __m256 acc = _mm256_setzero_ps(), corr_v = _mm256_setzero_ps();
     float corr = 0.0f;
     const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
     const int64_t nb = cols / 32;
@@ -253,6 +259,7 @@ inline void q4_row(const uint8_t* w, int64_t cols, const q8_act* xg, const q8_ac
         const __m256 dw = scales8_scalar<B, 0, 2, 4, 6, 1, 3, 5, 7>(p);
         corr_v = _mm256_fmadd_ps(dw, X::group(xg->s + b), corr_v);
         const __m256 dd = _mm256_mul_ps(dw, X::group(xg->d + b));
+        __m256i s16[4];
         SL_UNROLL
         for (int j = 0; j < 4; ++j) {
             const uint8_t* q = p + 2 * j * B::bytes;
@@ -260,18 +267,18 @@ inline void q4_row(const uint8_t* w, int64_t cols, const q8_act* xg, const q8_ac
                                                   reinterpret_cast<const __m128i*>(q + 2));
             __m256i xl, xh;
             X::pair(xg, b + 2 * j, xl, xh);
-            const __m256i s16 =
-                _mm256_add_epi16(_mm256_maddubs_epi16(_mm256_and_si256(v, m4), xl),
-                                 _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), xh));
-            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(s16, ones)), lane_ps(dd, j), acc[j]);
+            s16[j] = _mm256_add_epi16(_mm256_maddubs_epi16(_mm256_and_si256(v, m4), xl),
+                                      _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), xh));
         }
+        // Low 128 bits: blocks 0, 2 | 4, 6 of the group after the first / second vphaddw; high: 1, 3 | 5, 7.
+        const __m256i t = _mm256_hadd_epi16(_mm256_hadd_epi16(s16[0], s16[1]), _mm256_hadd_epi16(s16[2], s16[3]));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(t, ones)), dd, acc);
     }
     for (; b < nb; ++b) {
         const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xa->qs + b * 32));
-        acc[0] = _mm256_add_ps(acc[0], block_scaled<B>(w + b * B::bytes, xq, xa->d[b], xa->s[b], corr));
+        acc = _mm256_add_ps(acc, block_scaled<B>(w + b * B::bytes, xq, xa->d[b], xa->s[b], corr));
     }
-    const __m256 s = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
-    *y = hsum(s) - 8.0f * (hsum(corr_v) + corr);
+    *y = hsum(acc) - 8.0f * (hsum(corr_v) + corr);
 }
 
 // Integer-dot rows with U accumulators per row in flight. Grouped types go 8 blocks per step: the
