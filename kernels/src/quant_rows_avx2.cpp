@@ -1,5 +1,7 @@
 // AVX2 integer-dot kernels for the block types decoded through quant_unpack.h: one row kernel over
 // per-type SIMD decoders (Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS) or the scalar decoder for the rest.
+#include <vector>
+
 #include "quant_unpack.h"
 #include "row_dots_avx2.h"
 #include "sparse_internal.h"
@@ -90,7 +92,8 @@ template <dtype T>
 struct k4_sum {
     static constexpr int64_t bytes = k_bytes<T>;
     static constexpr bool has_min = true;
-    static __m256i isum(const uint8_t* blk, const int8_t* xq, __m128i& m) {
+    template <bool Pre>
+    static __m256i isum(const uint8_t* blk, const int8_t* xq, const int16_t*, __m128i& m) {
         uint64_t sc, mn;
         k4_scale_bytes(blk, sc, mn);
         m = _mm_cvtsi64_si128(static_cast<int64_t>(mn));
@@ -118,17 +121,24 @@ struct k4_sum {
         }
         return s;
     }
-    static float d(const uint8_t* blk) { return half_at(blk); }
-    static float dmin(const uint8_t* blk) { return half_at(blk + 2); }
+    // d and dmin (adjacent fp16) widened by one conversion: lanes 0 and 1.
+    static __m128 d_dmin(const uint8_t* blk) {
+        uint32_t u;
+        std::memcpy(&u, blk, 4);
+        return _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(u)));
+    }
 };
 
 // Q6_K: values q - 32 with q = 0..63 (low nibbles in 128 bytes, high bit pairs in 64), int8 scales per 16.
 // The quants enter maddubs unsigned and 32 * x is taken off per pair: (q - 32) x summed in int16 exactly
 // (|pair| <= 16128), the same pair sums as a sign transfer would give, two ops fewer per 32 elements.
+// The 32 * x pair sums depend on x alone: with Pre they are read from x32 (q6k_x32, once per call),
+// otherwise formed here (maddubs of 32 and x); the same values either way.
 struct q6k_sum {
     static constexpr int64_t bytes = k_bytes<dtype::q6_k>;
     static constexpr bool has_min = false;
-    static __m256i isum(const uint8_t* blk, const int8_t* xq, __m128i&) {
+    template <bool Pre>
+    static __m256i isum(const uint8_t* blk, const int8_t* xq, const int16_t* x32, __m128i&) {
         // The 32 elements k take scale 2k in lane 0 and 2k + 1 in lane 1: as dwords (s, s), dword k % 4
         // of s_lo (k < 4) or s_hi.
         const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192));
@@ -152,14 +162,14 @@ struct q6k_sum {
             for (int j = 0; j < 4; ++j) {
                 const int k = 4 * h + j;
                 const __m256i x = load32(xq + 32 * k);
-                const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(u[j], x), _mm256_maddubs_epi16(k32, x));
+                const __m256i off = Pre ? load32(x32 + 16 * k) : _mm256_maddubs_epi16(k32, x);
+                const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(u[j], x), off);
                 s = _mm256_add_epi32(s, _mm256_madd_epi16(p, scale(h == 0 ? s_lo : s_hi, j)));
             }
         }
         return s;
     }
-    static float d(const uint8_t* blk) { return half_at(blk + 208); }
-    static float dmin(const uint8_t*) { return 0.0f; }
+    static __m128 d_dmin(const uint8_t* blk) { return _mm_set_ss(half_at(blk + 208)); }
 };
 
 template <dtype T>
@@ -207,40 +217,38 @@ struct decoder<dtype::iq4_xs> {
     }
 };
 
-// Q4_K/Q5_K minimum term (k_int_path): lane k of an 8-lane accumulator collects -dmin * m_k * s_k of
-// every super-block (s_k = d_x * sum of x group k), summed with the dot lanes at the end. Vector, not
-// a scalar chain of 16 dependent operations per super-block (which took a third of the Q4_K time);
-// the AVX-512 kernel (quant_rows_avx512.cpp) does exactly the same operations.
 // One K-quant row (k_int_path) against Q8_K activations (d the same for the 8 blocks of 32 of a
 // super-block): per super-block the exact integer lanes of kquant<T>, converted and scaled by d_w * d_x
 // into one of two accumulators that alternate super-blocks. The minimum term (Q4_K/Q5_K): lane k of
 // corr_v collects -dmin * m_k * s_k (s_k = d_x * sum of x group k), summed with the dot lanes at the end;
 // a vector, not a scalar chain of 16 dependent operations per super-block. The AVX-512 kernel
 // (quant_rows_avx512.h) does exactly these float operations.
-template <dtype T, bool Prefetch>
-void kquant_row(const uint8_t* w, int64_t cols, const q8_act* xa, float* y, const uint8_t* pf) {
+template <dtype T, bool Prefetch, bool Pre = false>
+void kquant_row(const uint8_t* w, int64_t cols, const q8_act* xa, const int16_t* x32, float* y, const uint8_t* pf) {
     using K = kquant<T>;
     constexpr int64_t qk = k_qk<T>, bytes = k_bytes<T>;
     __m256 corr_v = _mm256_setzero_ps();
     auto step = [&](int64_t blk, __m256 a) {
-        if constexpr (Prefetch) prefetch_span<bytes>(pf, blk * bytes);
         const uint8_t* p = w + blk * bytes;
         __m128i m;
-        const __m256i isum = K::isum(p, xa->qs + blk * qk, m);
+        const __m256i isum = K::template isum<Pre>(p, xa->qs + blk * qk, Pre ? x32 + blk * qk / 2 : nullptr, m);
         const int64_t ab = blk * (qk / 32);
+        const __m128 dm = K::d_dmin(p);
         if constexpr (K::has_min) {
             const __m256 mf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(m));
-            corr_v =
-                _mm256_fnmadd_ps(_mm256_set1_ps(K::dmin(p)), _mm256_mul_ps(mf, _mm256_loadu_ps(xa->s + ab)), corr_v);
+            corr_v = _mm256_fnmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(dm)),
+                                      _mm256_mul_ps(mf, _mm256_loadu_ps(xa->s + ab)), corr_v);
         }
-        return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(K::d(p) * xa->d[ab]), a);
+        return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(_mm_cvtss_f32(dm) * xa->d[ab]), a);
     };
     // Two super-blocks per step keep both accumulators in registers (indexing them by blk & 1 put them
-    // on the stack: a store-forwarding round trip per super-block, measured 1.8x slower).
+    // on the stack: a store-forwarding round trip per super-block, measured 1.8x slower). The prefetch
+    // covers the two super-blocks' lines (5 for Q4_K instead of 3 per super-block).
     const int64_t nsb = cols / qk;
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
     int64_t blk = 0;
     for (; blk + 2 <= nsb; blk += 2) {
+        if constexpr (Prefetch) prefetch_span<2 * bytes>(pf, blk * bytes);
         a0 = step(blk, a0);
         a1 = step(blk + 1, a1);
     }
@@ -258,7 +266,7 @@ void row_dot(const uint8_t* w, int64_t, int64_t cols, const q8_act* xa, float* y
     using S = shape<T>;
     constexpr int64_t qk = k_qk<T>, bytes = k_bytes<T>, nq = qk / 32;
     if constexpr (k_int_path<T>) {
-        kquant_row<T, Prefetch>(w, cols, xa, y, pf);
+        kquant_row<T, Prefetch>(w, cols, xa, nullptr, y, pf);
     } else {
         const __m256i ones16 = _mm256_set1_epi16(1);
         __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
@@ -300,9 +308,28 @@ void row_dot(const uint8_t* w, int64_t, int64_t cols, const q8_act* xa, float* y
 // shapes, by 2-8% over 4 KiB; 8 KiB was worst.
 constexpr int64_t k_kquant_prefetch = 2048;
 
+// 32 * (x_2i + x_2i+1) for the Q6_K offset (q6k_sum), as int16, once per call; thread-local, grows only.
+const int16_t* q6k_x32(const q8_act* xa, int64_t cols) {
+    thread_local std::vector<int16_t> buf;
+    if (buf.size() < static_cast<size_t>(cols / 2)) buf.resize(static_cast<size_t>(cols / 2));
+    const __m256i k32 = _mm256_set1_epi8(32);
+    for (int64_t k = 0; k < cols / 32; ++k)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(buf.data() + 16 * k),
+                            _mm256_maddubs_epi16(k32, load32(xa->qs + 32 * k)));
+    return buf.data();
+}
+
 template <dtype T>
 void rows(const uint8_t* w, int64_t rb, int64_t n_rows, int64_t cols, const void* xv, float* y) {
     const auto* xa = static_cast<const q8_act*>(xv);
+    if constexpr (T == dtype::q6_k) {
+        if (n_rows >= 4) {
+            const int16_t* x32 = q6k_x32(xa, cols);
+            for (int64_t r = 0; r < n_rows; ++r)
+                kquant_row<T, true, true>(w + r * rb, cols, xa, x32, y + r, w + r * rb + k_kquant_prefetch);
+            return;
+        }
+    }
     for (int64_t r = 0; r < n_rows; ++r)
         row_dot<T, true>(w + r * rb, rb, cols, xa, y + r, w + r * rb + k_kquant_prefetch);
 }
