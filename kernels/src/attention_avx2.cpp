@@ -1,0 +1,11 @@
+// AVX2 build of one (token, head) of attention (attention_impl.h), only called after a CPUID check
+// (active_isa() == avx2); bit-identical to the portable (SSE2) build.
+#include "attention_impl.h"
+
+namespace sl::kernels::detail {
+
+attend_fn attend_avx2() {
+    return attend_one;
+}
+
+}  // namespace sl::kernels::detail
