@@ -21,11 +21,13 @@ void attention_causal(const float* q, const float* k_cache, const float* v_cache
     const int64_t total = static_cast<int64_t>(n) * shape.n_heads;
     const int32_t max_pos = pos0 + n;
     const int threads = attention_threads(n_threads);
-    // Small problems (tiny models, single tokens) are cheaper serial than waking the team.
-    const bool parallel = total * max_pos * shape.head_dim > (1 << 15) && threads > 1;
+    // Small problems (tiny models, single tokens) are cheaper serial than waking the team: a sleeping
+    // worker takes 10-90 us to start on a VM (docs/results.md, rows2), and one decode token of a
+    // llama-1b layer at position 136 (2^18 units) takes 64 us on one AVX2 core, 70-75 us on two.
+    const bool parallel = total * max_pos * shape.head_dim > (1 << 20) && threads > 1;
     const detail::attend_fn attend = active_isa() == isa::avx512 ? detail::attend_avx512()
-                                     : active_isa() == isa::avx2  ? detail::attend_avx2()
-                                                                  : detail::attend_one;
+                                     : active_isa() == isa::avx2 ? detail::attend_avx2()
+                                                                 : detail::attend_one;
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1) if (parallel)
     for (int64_t job = 0; job < total; ++job) {
         const int32_t t = static_cast<int32_t>(job / shape.n_heads);

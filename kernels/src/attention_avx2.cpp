@@ -1,5 +1,5 @@
 // AVX2 build of one (token, head) of attention (attention_impl.h), only called after a CPUID check
-// (active_isa() == avx2): the 16-float vectors become two ymm ops instead of four SSE ops, same bits.
+// (active_isa() == avx2); bit-identical to the portable (SSE2) build.
 #include "attention_impl.h"
 
 namespace sl::kernels::detail {

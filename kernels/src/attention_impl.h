@@ -1,6 +1,6 @@
-// One (token, head) of causal attention, included by attention.cpp (portable build),
-// attention_avx512.cpp and attention_avx2.cpp (AVX-512 and AVX2 builds). Everything is in an anonymous
-// namespace so each including TU, built with its own ISA flags, gets its own copy.
+// One (token, head) of causal attention, included by attention.cpp (portable build), attention_avx2.cpp
+// (AVX2 build) and attention_avx512.cpp (AVX-512 build). Everything is in an anonymous namespace so each
+// including TU, built with its own ISA flags, gets its own copy.
 #pragma once
 
 #include <algorithm>
@@ -10,104 +10,127 @@
 
 #include "sparselens/kernels/attention.h"
 
-#if defined(__AVX2__) && !defined(__AVX512F__)
-#include <immintrin.h>
-#define SL_ATTENTION_YMM 1  // dot and axpy below on two ymm halves per 16 lanes
-#endif
-
 namespace sl::kernels::detail {
 
 // attend_one of one build: q [head_dim], the cache rows of its KV head from position 0 (kv_stride
 // floats apart), n_pos positions, att scratch [n_pos].
-using attend_fn = void (*)(const float* q, const float* k_cache, const float* v_cache, int32_t n_pos,
-                           int32_t kv_stride, const attention_shape& shape, float* out, float* att);
+using attend_fn = void (*)(const float* q, const float* k_cache, const float* v_cache, int32_t n_pos, int32_t kv_stride,
+                           const attention_shape& shape, float* out, float* att);
 
-// The AVX-512 and AVX2 builds of attend_one (attention_avx512.cpp, attention_avx2.cpp), bit-identical
-// to the portable one.
+// The AVX-512 and AVX2 builds of attend_one (attention_avx512.cpp, attention_avx2.cpp), bit-identical to
+// the portable one.
 attend_fn attend_avx512();
 attend_fn attend_avx2();
 
 namespace {
 
-// 16 floats as one value: GCC/clang lower it to whatever the including TU's ISA has (one zmm op with
-// AVX-512, 4 SSE ops on the portable x86-64 baseline) with the same per-lane arithmetic and no FMA
-// contraction (-ffp-contract=off), so both builds give identical bits. The scalar loops it replaced were bound by the latency
-// of one float add per element (~178 us per decode layer at position 127, 32 heads x 64).
-using v16 = float __attribute__((vector_size(64)));
-constexpr int32_t k_lanes = 16;
-
-// Unaligned load; by reference, since returning a 64-byte vector from a function changes the ABI
-// between ISAs (GCC warns).
-inline void load16(v16& v, const float* p) { std::memcpy(&v, p, sizeof v); }
-
-#ifdef SL_ATTENTION_YMM
-// The AVX2 build spells the 16 lanes as two ymm with intrinsics: GCC moves a 64-byte vector through
-// the stack in 16-byte pieces when registers are 32 bytes wide (store-forwarding stalls, 1.6x slower
-// than the SSE build). Same lanes, same operations, same fold order as the generic code below.
-inline float dot(const float* q, const float* k, int32_t n) {
-    int32_t i = 0;
-    float s = 0.0f;
-    if (n >= k_lanes) {
-        __m256 lo = _mm256_mul_ps(_mm256_loadu_ps(q), _mm256_loadu_ps(k));
-        __m256 hi = _mm256_mul_ps(_mm256_loadu_ps(q + 8), _mm256_loadu_ps(k + 8));
-        for (i = k_lanes; i + k_lanes <= n; i += k_lanes) {
-            lo = _mm256_add_ps(lo, _mm256_mul_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(k + i)));
-            hi = _mm256_add_ps(hi, _mm256_mul_ps(_mm256_loadu_ps(q + i + 8), _mm256_loadu_ps(k + i + 8)));
-        }
-        const __m256 w8 = _mm256_add_ps(lo, hi);  // lane[j] += lane[j + 8]
-        const __m128 w4 = _mm_add_ps(_mm256_castps256_ps128(w8), _mm256_extractf128_ps(w8, 1));
-        const __m128 w2 = _mm_add_ps(w4, _mm_movehl_ps(w4, w4));
-        s = _mm_cvtss_f32(_mm_add_ss(w2, _mm_movehdup_ps(w2)));
-    }
-    for (; i < n; ++i) s += q[i] * k[i];
-    return s;
-}
-
-inline void axpy(float* out, float a, const float* v, int32_t n) {
-    const __m256 av = _mm256_set1_ps(a);
-    int32_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(out + i, _mm256_add_ps(_mm256_loadu_ps(out + i), _mm256_mul_ps(av, _mm256_loadu_ps(v + i))));
-    for (; i < n; ++i) out[i] += a * v[i];
-}
+// The arithmetic works on 16 lanes: q . k sums element i into lane i % 16, then folds the lanes in a fixed
+// tree; the weighted sum of V is element-wise. Each build holds the 16 lanes in vectors of its native
+// width (k_w floats: 4 SSE, 8 AVX2, 16 AVX-512) with the same per-lane operations and no FMA contraction
+// (-ffp-contract=off), so every build gives identical bits. (One 64-byte generic vector on SSE2 or AVX2
+// was lowered through the stack: scalar stores and reloads that stall store forwarding, which made the
+// AVX2 build slower than SSE2.) The scalar loops before were bound by the latency of one float add per
+// element (~178 us per decode layer at position 127, 32 heads x 64).
+#if defined(__AVX512F__)
+constexpr int k_w = 16;
+#elif defined(__AVX2__)
+constexpr int k_w = 8;
 #else
-// q . k over head_dim elements: 16 lane sums, folded in a fixed order, then the scalar tail.
+constexpr int k_w = 4;
+#endif
+using vnat = float __attribute__((vector_size(4 * k_w)));
+using v4 = float __attribute__((vector_size(16)));
+using v8 = float __attribute__((vector_size(32)));
+constexpr int32_t k_lanes = 16;
+constexpr int k_parts = k_lanes / k_w;
+
+struct lanes16 {
+    vnat p[k_parts];
+};
+
+// Unaligned loads, one native vector at a time (a memcpy of the whole struct was expanded into 16-byte
+// moves through the stack, which a 32-byte load cannot forward from).
+using vnat_u = float __attribute__((vector_size(4 * k_w), aligned(4)));
+inline vnat loadn(const float* p) {
+    return *reinterpret_cast<const vnat_u*>(p);
+}
+inline void load16(lanes16& v, const float* p) {
+    for (int j = 0; j < k_parts; ++j) v.p[j] = loadn(p + k_w * j);
+}
+
+// acc = q[0, 16) * k[0, 16), then acc += q[i, i + 16) * k[i, i + 16) for the following full 16s (n >= 16).
+inline void lane_products(const float* q, const float* k, int32_t n, lanes16& acc) {
+    lanes16 a, b;
+    load16(a, q);
+    load16(b, k);
+    for (int j = 0; j < k_parts; ++j) acc.p[j] = a.p[j] * b.p[j];
+    for (int32_t i = k_lanes; i + k_lanes <= n; i += k_lanes) {
+        load16(a, q + i);
+        load16(b, k + i);
+        for (int j = 0; j < k_parts; ++j) acc.p[j] += a.p[j] * b.p[j];
+    }
+}
+
+// The first two steps of the fold, lane[j] += lane[j + w] for w = 8, 4: lanes 0-3 after them.
+inline v4 fold_to4(const lanes16& a) {
+#if defined(__AVX512F__)
+    const v8 b = __builtin_shufflevector(a.p[0], a.p[0], 0, 1, 2, 3, 4, 5, 6, 7) +
+                 __builtin_shufflevector(a.p[0], a.p[0], 8, 9, 10, 11, 12, 13, 14, 15);
+    return __builtin_shufflevector(b, b, 0, 1, 2, 3) + __builtin_shufflevector(b, b, 4, 5, 6, 7);
+#elif defined(__AVX2__)
+    const v8 b = a.p[0] + a.p[1];
+    return __builtin_shufflevector(b, b, 0, 1, 2, 3) + __builtin_shufflevector(b, b, 4, 5, 6, 7);
+#else
+    return (a.p[0] + a.p[2]) + (a.p[1] + a.p[3]);
+#endif
+}
+
+// q . k over n elements: 16 lane sums, folded lane[j] += lane[j + w] for w = 8, 4, 2, 1, then the scalar
+// tail.
 inline float dot(const float* q, const float* k, int32_t n) {
     int32_t i = 0;
     float s = 0.0f;
     if (n >= k_lanes) {
-        v16 a, b;
-        load16(a, q);
-        load16(b, k);
-        v16 acc = a * b;
-        for (i = k_lanes; i + k_lanes <= n; i += k_lanes) {
-            load16(a, q + i);
-            load16(b, k + i);
-            acc += a * b;
-        }
-        float lane[k_lanes];
-        std::memcpy(lane, &acc, sizeof lane);
-        for (int w = k_lanes / 2; w > 0; w /= 2)
-            for (int j = 0; j < w; ++j) lane[j] += lane[j + w];
-        s = lane[0];
+        lanes16 acc;
+        lane_products(q, k, n, acc);
+        const v4 c = fold_to4(acc);
+        s = (c[0] + c[2]) + (c[1] + c[3]);
+        i = n / k_lanes * k_lanes;
     }
     for (; i < n; ++i) s += q[i] * k[i];
     return s;
 }
 
-// out += a * v, element by element (the same rounding as the scalar loop).
-inline void axpy(float* out, float a, const float* v, int32_t n) {
-    int32_t i = 0;
-    for (; i + k_lanes <= n; i += k_lanes) {
-        v16 o, w;
-        load16(o, out + i);
-        load16(w, v + i);
-        o += a * w;
-        std::memcpy(out + i, &o, sizeof o);
-    }
-    for (; i < n; ++i) out[i] += a * v[i];
+// dot() of q with the 4 rows at k (stride floats apart), n a multiple of 16: the same operations per row;
+// the last two fold steps run on the four rows at once.
+inline void dot4(const float* q, const float* k, int64_t stride, int32_t n, float* s) {
+    lanes16 a0, a1, a2, a3;
+    lane_products(q, k, n, a0);
+    lane_products(q, k + stride, n, a1);
+    lane_products(q, k + 2 * stride, n, a2);
+    lane_products(q, k + 3 * stride, n, a3);
+    const v4 c0 = fold_to4(a0), c1 = fold_to4(a1), c2 = fold_to4(a2), c3 = fold_to4(a3);
+    const v4 e01 = __builtin_shufflevector(c0, c1, 0, 1, 4, 5) + __builtin_shufflevector(c0, c1, 2, 3, 6, 7);
+    const v4 e23 = __builtin_shufflevector(c2, c3, 0, 1, 4, 5) + __builtin_shufflevector(c2, c3, 2, 3, 6, 7);
+    const v4 r = __builtin_shufflevector(e01, e23, 0, 2, 4, 6) + __builtin_shufflevector(e01, e23, 1, 3, 5, 7);
+    std::memcpy(s, &r, sizeof r);
 }
-#endif
+
+// out[0, 16 NC) = sum over positions p of (att[p] * inv) v_p[0, 16 NC), v_p = v + p * stride, in position
+// order starting from zero: per element out[i] += a * v[i] in that order, with out held in registers.
+template <int NC>
+inline void weighted_sum(float* out, const float* v, int64_t stride, const float* att, float inv, int32_t first,
+                         int32_t n_pos) {
+    constexpr int n = NC * k_parts;
+    vnat o[n];
+    for (int c = 0; c < n; ++c) o[c] = vnat{};
+    for (int32_t p = first; p < n_pos; ++p) {
+        const float a = att[p] * inv;
+        const float* vp = v + static_cast<int64_t>(p) * stride;
+        for (int c = 0; c < n; ++c) o[c] += a * loadn(vp + k_w * c);
+    }
+    std::memcpy(out, o, sizeof o);
+}
 
 void attend_one(const float* q, const float* k_cache, const float* v_cache, int32_t n_pos, int32_t kv_stride,
                 const attention_shape& shape, float* out, float* att) {
@@ -115,23 +138,51 @@ void attend_one(const float* q, const float* k_cache, const float* v_cache, int3
     const float scale = shape.scale > 0.0f ? shape.scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
     const int32_t first = shape.window > 0 ? std::max(0, n_pos - shape.window) : 0;
     float max_score = -INFINITY;
-    for (int32_t p = first; p < n_pos; ++p) {
-        const float* k = k_cache + static_cast<int64_t>(p) * kv_stride;
-        float s = dot(q, k, head_dim) * scale;
+    auto score = [&](int32_t p, float s) {
+        s *= scale;
         if (shape.softcap > 0.0f) s = shape.softcap * std::tanh(s / shape.softcap);
         att[p] = s;
         max_score = std::max(max_score, s);
+    };
+    int32_t p = first;
+    if (head_dim % k_lanes == 0) {
+        for (; p + 4 <= n_pos; p += 4) {
+            float s[4];
+            dot4(q, k_cache + static_cast<int64_t>(p) * kv_stride, kv_stride, head_dim, s);
+            for (int j = 0; j < 4; ++j) score(p + j, s[j]);
+        }
     }
+    for (; p < n_pos; ++p) score(p, dot(q, k_cache + static_cast<int64_t>(p) * kv_stride, head_dim));
     float sum = 0.0f;
-    for (int32_t p = first; p < n_pos; ++p) {
+    for (p = first; p < n_pos; ++p) {
         att[p] = std::exp(att[p] - max_score);
         sum += att[p];
     }
     const float inv = 1.0f / sum;
-    std::fill(out, out + head_dim, 0.0f);
-    for (int32_t p = first; p < n_pos; ++p) {
-        const float* v = v_cache + static_cast<int64_t>(p) * kv_stride;
-        axpy(out, att[p] * inv, v, head_dim);
+    int32_t d = 0;
+    for (; d + 4 * k_lanes <= head_dim; d += 4 * k_lanes)
+        weighted_sum<4>(out + d, v_cache + d, kv_stride, att, inv, first, n_pos);
+    switch ((head_dim - d) / k_lanes) {
+        case 3:
+            weighted_sum<3>(out + d, v_cache + d, kv_stride, att, inv, first, n_pos);
+            break;
+        case 2:
+            weighted_sum<2>(out + d, v_cache + d, kv_stride, att, inv, first, n_pos);
+            break;
+        case 1:
+            weighted_sum<1>(out + d, v_cache + d, kv_stride, att, inv, first, n_pos);
+            break;
+        default:
+            break;
+    }
+    d += (head_dim - d) / k_lanes * k_lanes;
+    if (d < head_dim) {  // the last head_dim % 16 elements, in the same order
+        std::fill(out + d, out + head_dim, 0.0f);
+        for (p = first; p < n_pos; ++p) {
+            const float a = att[p] * inv;
+            const float* v = v_cache + static_cast<int64_t>(p) * kv_stride;
+            for (int32_t i = d; i < head_dim; ++i) out[i] += a * v[i];
+        }
     }
 }
 

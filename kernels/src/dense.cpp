@@ -1,5 +1,6 @@
 // Dense GEMV/GEMM drivers: activation preparation, OpenMP row partitioning, gemm tiling.
 #include <algorithm>
+#include <atomic>
 #include <cassert>
 #include <vector>
 
@@ -22,6 +23,13 @@ int pick_threads(int requested, int64_t work_bytes, int64_t row_units) {
     int nt = requested > 0 ? requested : omp_get_max_threads();
     nt = static_cast<int>(std::min<int64_t>(nt, std::max<int64_t>(1, work_bytes / min_bytes_per_thread)));
     return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(nt, row_units)));
+}
+
+// gemv hands out rows in chunks of about this many weight bytes (a multiple of 4 rows).
+constexpr int64_t k_chunk_bytes = 128 * 1024;
+
+int64_t chunk_rows(const tensor_view& w) {
+    return std::max<int64_t>(4, k_chunk_bytes / std::max<int64_t>(1, w.row_bytes()) / 4 * 4);
 }
 
 // Contiguous share of `rows` for thread t of nt, in units of 4 rows: whole row groups for the
@@ -55,7 +63,8 @@ struct act_scratch {
     // Quantizes token t of x (reserve() first); safe to call for different t concurrently.
     void quantize(const detail::kernel_table& kt, dtype wt, const float* x, int64_t t, int64_t cols) {
         const int64_t nb = cols / 32;
-        detail::quantize_act_for(wt, kt, x + t * cols, cols, qs.data() + t * cols, d.data() + t * nb, s.data() + t * nb);
+        detail::quantize_act_for(wt, kt, x + t * cols, cols, qs.data() + t * cols, d.data() + t * nb,
+                                 s.data() + t * nb);
         views[static_cast<size_t>(t)] = {qs.data() + t * cols, d.data() + t * nb, s.data() + t * nb};
     }
 };
@@ -74,10 +83,12 @@ void check_view(const tensor_view& w) {
 
 }  // namespace
 
-void gemv(const tensor_view& w, const float* x, float* y, int n_threads) { gemv_multi(&w, &y, 1, x, n_threads); }
+void gemv(const tensor_view& w, const float* x, float* y, int n_threads) {
+    gemv_multi(&w, &y, 1, x, n_threads);
+}
 
 void gemv_multi(const tensor_view* ws, float* const* ys, int n_mats, const float* x, int n_threads) {
-    int64_t bytes = 0, units = 0;
+    int64_t bytes = 0, units = 0, chunks = 0;
     for (int i = 0; i < n_mats; ++i) {
         check_view(ws[i]);
         assert(ws[i].cols == ws[0].cols && "gemv_multi: every matrix reads the same x");
@@ -85,21 +96,33 @@ void gemv_multi(const tensor_view* ws, float* const* ys, int n_mats, const float
         if (ws[i].rows <= 0 || ws[i].cols == 0) continue;
         bytes += ws[i].bytes();
         units += (ws[i].rows + 3) / 4;
+        chunks += (ws[i].rows + chunk_rows(ws[i]) - 1) / chunk_rows(ws[i]);
     }
     if (units == 0) return;
     const detail::kernel_table& kt = detail::active_table();
     const int nt = pick_threads(n_threads, bytes, units);
-    // Thread t of nt takes its share of every matrix. Each thread quantizes x into its own scratch
-    // (O(cols), tiny next to its rows): no serial section and no barrier, so a worker that slept in
-    // between does not stall the others; consecutive matrices of one activation kind reuse it.
-    auto run = [&](int t, int team) {
+    // The rows of all matrices, in chunks of ~k_chunk_bytes, are taken in order from a shared counter:
+    // a worker that is still waking up (a sleeping OpenMP thread takes 10-90 us to start here, a
+    // halted vCPU) does not hold up the others, which take its rows meanwhile. A row's arithmetic
+    // never depends on which thread runs it or on its neighbours, so results do not change. Each
+    // thread quantizes x into its own scratch (O(cols), tiny next to its rows): no serial section and
+    // no barrier; consecutive matrices of one activation kind reuse it.
+    std::atomic<int64_t> next{0};
+    auto run = [&]() {
         int quantized_as = -1;  // act_kind the scratch holds x in, -1: none yet
-        for (int i = 0; i < n_mats; ++i) {
+        for (int64_t c = next.fetch_add(1, std::memory_order_relaxed); c < chunks;
+             c = next.fetch_add(1, std::memory_order_relaxed)) {
+            int i = 0;
+            int64_t r0 = c;
+            for (;; ++i) {  // chunk c is chunk r0 of matrix i
+                if (ws[i].rows <= 0 || ws[i].cols == 0) continue;
+                const int64_t n = (ws[i].rows + chunk_rows(ws[i]) - 1) / chunk_rows(ws[i]);
+                if (r0 < n) break;
+                r0 -= n;
+            }
             const tensor_view& w = ws[i];
-            if (w.rows <= 0 || w.cols == 0) continue;
-            int64_t r0, r1;
-            split_rows(w.rows, team, t, r0, r1);
-            if (r1 <= r0) continue;
+            r0 *= chunk_rows(w);
+            const int64_t r1 = std::min(w.rows, r0 + chunk_rows(w));
             const void* xa = x;
             if (dtype_is_quantized(w.type)) {
                 act_scratch& sc = thread_act_scratch();
@@ -115,11 +138,11 @@ void gemv_multi(const tensor_view* ws, float* const* ys, int n_mats, const float
         }
     };
     if (nt == 1) {
-        run(0, 1);
+        run();
         return;
     }
 #pragma omp parallel num_threads(nt)
-    run(omp_get_thread_num(), omp_get_num_threads());
+    run();
 }
 
 void gemm(const tensor_view& w, const float* x, int64_t n, float* y, int n_threads) {

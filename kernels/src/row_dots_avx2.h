@@ -90,7 +90,11 @@ inline void dot_rows(const uint8_t* w, int64_t rb, int64_t cols, const float* x,
     }
     int64_t c = 0;
     for (; c + 8 * U <= cols; c += 8 * U) {
-        if constexpr (Prefetch) prefetch_span<8 * U * sizeof(E)>(pf, c * static_cast<int64_t>(sizeof(E)));
+        if constexpr (Prefetch) {
+            SL_UNROLL
+            for (int i = 0; i < R; ++i)
+                prefetch_span<8 * U * sizeof(E)>(pf + i * rb, c * static_cast<int64_t>(sizeof(E)));
+        }
         __m256 xv[U];
         SL_UNROLL
         for (int u = 0; u < U; ++u) xv[u] = _mm256_loadu_ps(x + c + 8 * u);
@@ -127,6 +131,7 @@ struct q8_block {
     static constexpr int64_t bytes = sizeof(block_q8_0);
     static constexpr bool offset = false;
     static constexpr bool grouped = false;  // gathering 34-byte-strided scales measured slower
+    static constexpr bool paired = false;
     static __m256i dot(const uint8_t* blk, __m256i xq) {
         const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
         const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(wq, wq), _mm256_sign_epi8(xq, wq));
@@ -135,11 +140,13 @@ struct q8_block {
 };
 
 // Q4_0 weights: nibbles are already unsigned; sum((n-8)*q) = sum(n*q) - 8*sum(q), and the
-// second term is d*sum(q) = s[] precomputed per activation block.
+// second term is d*sum(q) = s[] precomputed per activation block. Full groups of 8 blocks go through
+// q4_row (two blocks per 256-bit step); dot() is the single-block path of the leftovers.
 struct q4_block {
     static constexpr int64_t bytes = sizeof(block_q4_0);
     static constexpr bool offset = true;
-    static constexpr bool grouped = true;  // 8-block steps with gathered scales: ~15% faster
+    static constexpr bool grouped = true;
+    static constexpr bool paired = true;
     static __m256i dot(const uint8_t* blk, __m256i xq) {
         const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
         const __m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), _mm256_set1_epi8(0x0f));
@@ -147,17 +154,79 @@ struct q4_block {
     }
 };
 
-// fp16 scales of the 8 blocks at p as f32: one gather of the dwords at each block start (the
-// scale is the low half), packed and widened, instead of 8 scalar loads and conversions.
-template <typename B>
-inline __m256 scales8(const uint8_t* p) {
-    const __m256i offs = _mm256_setr_epi32(0, B::bytes, 2 * B::bytes, 3 * B::bytes, 4 * B::bytes, 5 * B::bytes,
-                                           6 * B::bytes, 7 * B::bytes);
+// fp16 scales of the 8 blocks at p as f32, block order[i] in lane i: one gather of the dwords at each
+// block start (the scale is the low half), packed and widened, instead of 8 scalar loads and conversions.
+template <typename B, int... Order>
+inline __m256 scales8_in(const uint8_t* p) {
+    const __m256i offs = _mm256_setr_epi32(static_cast<int>(Order * B::bytes)...);
     const __m256i g = _mm256_i32gather_epi32(reinterpret_cast<const int*>(p), offs, 1);
     const __m256i lo = _mm256_and_si256(g, _mm256_set1_epi32(0xffff));
     const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(lo, lo), 0x08);  // words 0-3 | 4-7
     return _mm256_cvtph_ps(_mm256_castsi256_si128(packed));
 }
+
+// The same from scalar loads, 4 fp16 scales per 64-bit integer: vpgatherdd costs ~20 cycles on this
+// Zen 4 VM (a third of a Q4_0 row in perf). The empty asm keeps each scale in a general register: GCC
+// otherwise vectorizes the shifts into a dozen vector shuffles, and the vector pipes are the bottleneck
+// of the row kernels while the integer ALUs idle.
+template <typename B, int... Order>
+inline __m256 scales8_scalar(const uint8_t* p) {
+    constexpr int o[8] = {Order...};
+    auto h = [&](int i) {
+        uint16_t v;
+        std::memcpy(&v, p + o[i] * B::bytes, 2);
+        uint64_t u = v;
+        __asm__("" : "+r"(u));
+        return u;
+    };
+    const uint64_t lo = h(0) | h(1) << 16 | h(2) << 32 | h(3) << 48;
+    const uint64_t hi = h(4) | h(5) << 16 | h(6) << 32 | h(7) << 48;
+    return _mm256_cvtph_ps(_mm_set_epi64x(static_cast<int64_t>(hi), static_cast<int64_t>(lo)));
+}
+
+template <typename B>
+inline __m256 scales8(const uint8_t* p) {
+    return scales8_in<B, 0, 1, 2, 3, 4, 5, 6, 7>(p);
+}
+
+// Lane i of each 128-bit half of v in all four lanes of that half (i is a constant once the loops are
+// unrolled; the switch folds away).
+inline __m256 lane_ps(__m256 v, int i) {
+    switch (i) {
+        case 0:
+            return _mm256_shuffle_ps(v, v, 0x00);
+        case 1:
+            return _mm256_shuffle_ps(v, v, 0x55);
+        case 2:
+            return _mm256_shuffle_ps(v, v, 0xaa);
+        default:
+            return _mm256_shuffle_ps(v, v, 0xff);
+    }
+}
+
+// Activations of a group of 8 Q4_0 blocks in the order q4_row consumes them: for blocks b, b + 1 a
+// vector of elements 0-15 of both (lo) and one of elements 16-31 (hi), and d[] / s[] of the 8 blocks in
+// the lane order 0, 2, 4, 6 | 1, 3, 5, 7 (block 2j in lane j of the low half, 2j + 1 in the high half).
+// q4_x_direct rearranges a q8_act as quantized, in registers, per row; q4_x_paired reads one rearranged
+// once per call (dense_avx2.cpp, q4_pair_acts). Both give the same values, so the same bits.
+struct q4_x_direct {
+    static void pair(const q8_act* xa, int64_t b, __m256i& lo, __m256i& hi) {
+        const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xa->qs + 32 * b));
+        const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xa->qs + 32 * b + 32));
+        lo = _mm256_permute2x128_si256(a, c, 0x20);
+        hi = _mm256_permute2x128_si256(a, c, 0x31);
+    }
+    static __m256 group(const float* v) {
+        return _mm256_permutevar8x32_ps(_mm256_loadu_ps(v), _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
+    }
+};
+struct q4_x_paired {
+    static void pair(const q8_act* xa, int64_t b, __m256i& lo, __m256i& hi) {
+        lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xa->qs + 32 * b));
+        hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xa->qs + 32 * b + 32));
+    }
+    static __m256 group(const float* v) { return _mm256_loadu_ps(v); }
+};
 
 // The per-block path (leftover blocks): scalar scale conversion.
 template <typename B>
@@ -167,12 +236,62 @@ inline __m256 block_scaled(const uint8_t* p, __m256i xq, float dx, float sx, flo
     return _mm256_mul_ps(_mm256_cvtepi32_ps(B::dot(p, xq)), _mm256_set1_ps(dw * dx));
 }
 
+// One Q4_0 row. Per group of 8 blocks: the 8 weight scales (scalar loads, in q4_x lane order) times the
+// activation scales; per pair of blocks one 32-byte load of both blocks' nibbles, masked into elements
+// 0-15 (low nibbles) and 16-31 (high nibbles) of both, and two maddubs whose int16 pair sums are added
+// exactly (4 elements per lane, |sum| <= 4 * 15 * 127). Two rounds of vphaddw fold the 4 pairs into 16
+// elements per int16 lane (<= 30480, exact), one madd into one int32 lane per block, in the lane order
+// of the scales: one convert and one FMA per 8 blocks. The offset term (-8 * sum d_w * s) is one FMA per
+// group. Leftover blocks (< 8) go block by block. xg: the activations for the groups in X's layout; xa:
+// as quantized (leftovers). Activations are at most 127 in magnitude (quantize_act), which the int16
+// bounds rely on.
+template <typename X, bool Prefetch>
+inline void q4_row(const uint8_t* w, int64_t cols, const q8_act* xg, const q8_act* xa, float* y, const uint8_t* pf) {
+    using B = q4_block;
+    __m256 acc = _mm256_setzero_ps(), corr_v = _mm256_setzero_ps();
+    float corr = 0.0f;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    const int64_t nb = cols / 32;
+    int64_t b = 0;
+    for (; b + 8 <= nb; b += 8) {
+        if constexpr (Prefetch) prefetch_span<8 * B::bytes>(pf, b * B::bytes);
+        const uint8_t* p = w + b * B::bytes;
+        const __m256 dw = scales8_scalar<B, 0, 2, 4, 6, 1, 3, 5, 7>(p);
+        corr_v = _mm256_fmadd_ps(dw, X::group(xg->s + b), corr_v);
+        const __m256 dd = _mm256_mul_ps(dw, X::group(xg->d + b));
+        __m256i s16[4];
+        SL_UNROLL
+        for (int j = 0; j < 4; ++j) {
+            const uint8_t* q = p + 2 * j * B::bytes;
+            const __m256i v = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(q + B::bytes + 2),
+                                                  reinterpret_cast<const __m128i*>(q + 2));
+            __m256i xl, xh;
+            X::pair(xg, b + 2 * j, xl, xh);
+            s16[j] = _mm256_add_epi16(_mm256_maddubs_epi16(_mm256_and_si256(v, m4), xl),
+                                      _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), xh));
+        }
+        // Low 128 bits: blocks 0, 2 | 4, 6 of the group after the first / second vphaddw; high: 1, 3 | 5, 7.
+        const __m256i t = _mm256_hadd_epi16(_mm256_hadd_epi16(s16[0], s16[1]), _mm256_hadd_epi16(s16[2], s16[3]));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(t, ones)), dd, acc);
+    }
+    for (; b < nb; ++b) {
+        const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xa->qs + b * 32));
+        acc = _mm256_add_ps(acc, block_scaled<B>(w + b * B::bytes, xq, xa->d[b], xa->s[b], corr));
+    }
+    *y = hsum(acc) - 8.0f * (hsum(corr_v) + corr);
+}
+
 // Integer-dot rows with U accumulators per row in flight. Grouped types go 8 blocks per step: the
 // 8 weight scales are gathered and combined with the activation scales in one multiply, and each
 // block broadcasts its scale from a small array. Other types and leftovers go block by block.
 // R, Prefetch and pf as for dot_rows.
 template <int R, typename B, bool Prefetch>
 inline void quant_rows(const uint8_t* w, int64_t rb, int64_t cols, const q8_act* xa, float* y, const uint8_t* pf) {
+    if constexpr (B::paired) {
+        SL_UNROLL
+        for (int i = 0; i < R; ++i) q4_row<q4_x_direct, Prefetch>(w + i * rb, cols, xa, xa, y + i, pf + i * rb);
+        return;
+    }
     constexpr int U = k_quant_acc;
     __m256 acc[R][U];
     __m256 corr_v[R];
