@@ -33,8 +33,11 @@ constexpr int64_t k_sum_block = 32;
 constexpr int64_t k_panel_bytes = 4096;
 constexpr int64_t k_float_panel_bytes = 16384;
 constexpr int64_t k_max_panel = 4096;  // elements; bounds the stack temporary (16 KiB)
-// Input-sparse threads split the outputs only while each one's slice of a row is at least this long.
-constexpr int64_t k_min_slice_bytes = 4096;
+// Slices of the active list where threads split by channels/neurons (short input-sparse rows, the
+// fused MLP): a fixed count, never the thread count, so the bits never depend on how many threads
+// were requested or granted. The GUI runs the engine on cores - 1 threads, the CLI on all of them,
+// and `eval --config` must reproduce the numbers the GUI showed. Up to 4 threads share the work.
+constexpr int k_fixed_slices = k_sparse_slices;
 // Output-sparse keeps this much of the following rows in flight (rows ahead = this / row bytes);
 // 4-32 KiB measured alike, T0 hints beat T1/T2 by 15-20%.
 constexpr int64_t k_prefetch_bytes = 4096;
@@ -254,13 +257,13 @@ void gemv_input_sparse(const tensor_view& wt, const float* x, const int32_t* idx
     // CHESS's split: threads own slices of y (in units of 32 outputs: whole quantized blocks, whole
     // cache lines) and read their slice of every active row; any split gives the same bits. With short
     // rows (a Q4_0 row of 2048 outputs is 1152 bytes) the slices get too short to stream: 2 threads
-    // measured slower than 1. Then the active list is cut into `req` fixed slices of whole channel
-    // blocks (req = the requested thread count, so the bits do not depend on how many threads the
-    // work size lets run), each summed into its own partial output, added in slice order at the end.
+    // measured slower than 1. Then the active list is cut into k_fixed_slices slices of whole channel
+    // blocks, each summed into its own partial output, added in slice order at the end. Which of the
+    // two splits runs depends on the row length only, so the bits never depend on the thread count.
     const int req = requested_threads(n_threads);
     const int64_t units = (out + 31) / 32;
     const int64_t blocks = (n_idx + k_sum_block - 1) / k_sum_block;
-    if (req == 1 || blocks == 1 || rb / req >= k_min_slice_bytes) {
+    if (blocks == 1 || rb >= k_input_sparse_split_row_bytes) {
         const int nt = pick_threads(req, n_idx * rb, units);
         parallel(nt, [&](int t, int team) {
             int64_t u0, u1;
@@ -270,7 +273,7 @@ void gemv_input_sparse(const tensor_view& wt, const float* x, const int32_t* idx
         });
         return;
     }
-    const int n_slices = static_cast<int>(std::min<int64_t>(req, blocks));
+    const int n_slices = static_cast<int>(std::min<int64_t>(k_fixed_slices, blocks));
     const int nt = pick_threads(req, n_idx * rb, n_slices);
     const int64_t stride = (out + 15) / 16 * 16;
     std::vector<float>& partials = thread_partials();
@@ -361,10 +364,9 @@ int64_t act_floats(int64_t dim) {
 
 }  // namespace
 
-int64_t fused_mlp_scratch_floats(int64_t dim, int n_threads) {
-    const int nt = n_threads > 0 ? n_threads : omp_get_max_threads();
-    // Quantized activations, then per thread a partial output and a block temporary; +16 for alignment.
-    return act_floats(dim) + int64_t{nt} * 2 * padded(dim) + 16;
+int64_t fused_mlp_scratch_floats(int64_t dim, int /*n_threads*/) {
+    // Quantized activations, then per slice a partial output and a block temporary; +16 for alignment.
+    return act_floats(dim) + int64_t{k_fixed_slices} * 2 * padded(dim) + 16;
 }
 
 void fused_sparse_mlp(const bundle_view& b, const float* x, const int32_t* idx, int64_t n_idx, float* y, float* scratch,
@@ -397,9 +399,9 @@ void fused_sparse_mlp(const bundle_view& b, const float* x, const int32_t* idx, 
     float* partials = base + act_floats(dim);
     const int64_t stride = 2 * padded(dim);
     const int64_t part = b.part_bytes();
-    // Fixed slices of the active list (one per requested thread, each with its own partial output in
-    // the scratch), so the bits do not depend on how many threads the work size lets run.
-    const int n_slices = static_cast<int>(std::min<int64_t>(requested_threads(n_threads), n_idx));
+    // k_fixed_slices slices of the active list, each with its own partial output in the scratch, so
+    // the bits never depend on the thread count.
+    const int n_slices = static_cast<int>(std::min<int64_t>(k_fixed_slices, n_idx));
     const int nt = pick_threads(n_threads, n_idx * b.bundle_bytes(), n_slices);
 
     auto run_slice = [&](int sl) {

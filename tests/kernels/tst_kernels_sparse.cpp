@@ -226,6 +226,30 @@ std::vector<float> integer_chunks_model(dtype t, const std::vector<const uint8_t
     return y;
 }
 
+// The kernels' documented split (sparse.h): `slices` contiguous ranges of the active list (boundaries
+// as the kernel cuts them, in units of `unit` entries), each a chunk sum of its own, added in order.
+std::vector<float> sliced_chunks_model(dtype t, const std::vector<const uint8_t*>& rows, const std::vector<float>& s,
+                                       int64_t out, int64_t unit) {
+    const auto n = static_cast<int64_t>(rows.size());
+    const int64_t units = (n + unit - 1) / unit;
+    const int64_t slices = std::min<int64_t>(k::k_sparse_slices, units);
+    if (slices <= 1) return integer_chunks_model(t, rows, s, out);
+    std::vector<float> y;
+    for (int64_t sl = 0; sl < slices; ++sl) {
+        const int64_t per = units / slices, extra = units % slices;
+        const int64_t u0 = sl * per + std::min(sl, extra), u1 = u0 + per + (sl < extra ? 1 : 0);
+        const int64_t b = u0 * unit, e = std::min(n, u1 * unit);
+        const std::vector<float> p = integer_chunks_model(t, {rows.begin() + b, rows.begin() + e},
+                                                          {s.begin() + b, s.begin() + e}, out);
+        if (sl == 0) {
+            y = p;
+        } else {
+            for (size_t o = 0; o < y.size(); ++o) y[o] += p[o];
+        }
+    }
+    return y;
+}
+
 // An input-major [in, out] matrix of raw random blocks: every byte value (Q8_0 -128 included, all
 // nibbles), fp16 scales of mixed magnitudes, every 7th block's scale zero.
 matrix raw_input_major(dtype t, int64_t in, int64_t out, uint64_t seed) {
@@ -267,7 +291,9 @@ TEST(sparse, input_sparse_integer_chunks_are_exact) {
                     rows.push_back(wt.view.row(i));
                     xs.push_back(x[static_cast<size_t>(i)]);
                 }
-                const std::vector<float> model = integer_chunks_model(t, rows, xs, out);
+                const bool sliced = wt.view.row_bytes() < k::k_input_sparse_split_row_bytes;
+                const std::vector<float> model =
+                    sliced ? sliced_chunks_model(t, rows, xs, out, 32) : integer_chunks_model(t, rows, xs, out);
                 for (k::isa i : isas()) {
                     k::set_active_isa(i);
                     if (!k::input_sparse_rounds_activations(t)) continue;
@@ -297,7 +323,7 @@ TEST(sparse, input_sparse_integer_chunks_are_exact) {
             idx[static_cast<size_t>(i)] = i;
             rows.push_back(wt.view.row(i));
         }
-        const std::vector<float> model = integer_chunks_model(t, rows, x, out);
+        const std::vector<float> model = sliced_chunks_model(t, rows, x, out, 32);
         for (k::isa i : isas()) {
             k::set_active_isa(i);
             if (!k::input_sparse_rounds_activations(t)) continue;
@@ -338,7 +364,7 @@ TEST(sparse, fused_down_columns_are_exact_integer_chunks) {
                                         scratch.data(), glu.data(), 1);
                     std::vector<const uint8_t*> cols;
                     for (int32_t j : idx) cols.push_back(b.view.bundle(j) + 2 * b.view.part_bytes());
-                    ASSERT_TRUE(same_bits(integer_chunks_model(t, cols, glu, dim), y.data()));
+                    ASSERT_TRUE(same_bits(sliced_chunks_model(t, cols, glu, dim, 1), y.data()));
                     ++checked;
                 }
             }
@@ -587,6 +613,59 @@ TEST(sparse, bundles_convert_type) {
         for (int64_t j = 0; j < hidden; ++j) {
             k::quantize_row(t, reinterpret_cast<const float*>(gate.view.row(j)), row.data(), dim);
             ASSERT_EQ(0, std::memcmp(b.view.bundle(j), row.data(), row.size())) << sl::dtype_name(t);
+        }
+    }
+}
+
+// The GUI runs the engine on cores - 1 threads and the CLI on all cores; an exported config must give
+// the numbers the GUI showed. So no sparse kernel's bits may depend on the thread count: short
+// input-major rows (split by channels), long ones (split by outputs) and the fused MLP.
+TEST(sparse, results_do_not_depend_on_the_thread_count) {
+    isa_guard guard;
+    for (dtype t : {dtype::f32, dtype::q8_0, dtype::q4_0}) {
+        // (rows, cols) of the row-major matrix: 2048 outputs of 8192 inputs (llama-1b down: short
+        // input-major rows) and 8192 outputs of 512 inputs (long rows).
+        for (const shape& s : {shape{2048, 8192}, shape{8192, 512}}) {
+            const matrix w = make_matrix(t, s.rows, s.cols, 11 + s.rows);
+            const k::owned_matrix wt = k::to_input_major(w.view, t);
+            const std::vector<float> x = make_x(s.cols, 5);
+            for (const density& d : {k_densities[3], k_densities[4], k_densities[5]}) {
+                const std::vector<int32_t> idx = make_idx(s.cols, d, false, 77);
+                for (k::isa i : isas()) {
+                    SCOPED_TRACE(::testing::Message() << sl::dtype_name(t) << " " << k::isa_name(i) << " " << s.rows
+                                                      << "x" << s.cols << " density " << d.name);
+                    k::set_active_isa(i);
+                    std::vector<float> one(static_cast<size_t>(s.rows));
+                    k::gemv_input_sparse(wt.view, x.data(), idx.data(), static_cast<int64_t>(idx.size()), one.data(), 1);
+                    for (int nt : {2, 3, 5}) {
+                        std::vector<float> y(static_cast<size_t>(s.rows), -1.0f);
+                        k::gemv_input_sparse(wt.view, x.data(), idx.data(), static_cast<int64_t>(idx.size()), y.data(),
+                                             nt);
+                        EXPECT_EQ(0, std::memcmp(one.data(), y.data(), y.size() * 4)) << nt << " threads";
+                    }
+                }
+            }
+        }
+        const int64_t dim = 256, hidden = 2048;
+        const matrix gate = make_matrix(t, hidden, dim, 5), up = make_matrix(t, hidden, dim, 6);
+        const matrix down = make_matrix(t, dim, hidden, 7);
+        const k::owned_bundles b = k::make_bundles(gate.view, up.view, down.view, t);
+        const std::vector<float> x = make_x(dim, 8, 2.0f / 16.0f);
+        const std::vector<int32_t> idx = make_idx(hidden, k_densities[4], true, 9);
+        for (k::isa i : isas()) {
+            SCOPED_TRACE(::testing::Message() << sl::dtype_name(t) << " " << k::isa_name(i) << " fused");
+            k::set_active_isa(i);
+            std::vector<float> one(static_cast<size_t>(dim));
+            std::vector<float> scratch(static_cast<size_t>(k::fused_mlp_scratch_floats(dim, 1)));
+            k::fused_sparse_mlp(b.view, x.data(), idx.data(), static_cast<int64_t>(idx.size()), one.data(),
+                                scratch.data(), nullptr, 1);
+            for (int nt : {2, 3, 5}) {
+                std::vector<float> y(static_cast<size_t>(dim), -1.0f);
+                std::vector<float> sc(static_cast<size_t>(k::fused_mlp_scratch_floats(dim, nt)));
+                k::fused_sparse_mlp(b.view, x.data(), idx.data(), static_cast<int64_t>(idx.size()), y.data(), sc.data(),
+                                    nullptr, nt);
+                EXPECT_EQ(0, std::memcmp(one.data(), y.data(), y.size() * 4)) << nt << " threads";
+            }
         }
     }
 }

@@ -68,11 +68,18 @@ owned_bundles make_bundles(const tensor_view& gate, const tensor_view& up, const
 // input-major rows (input-sparse, fused down columns) on AVX2 and AVX-512 VNNI use integer dots with
 // rounded coefficients (input_sparse_rounds_activations), at the dense quantized gemv's error level.
 
-// Input-sparse GEMV: y[o] = sum_{i in idx} x[i] * wt[i, o], wt input-major ([in, out]). Threads own slices
-// of y while each slice of a row is >= 4 KiB (then results do not depend on n_threads); for shorter
-// rows the active list is cut into n_threads slices of whole 32-channel blocks, each summed into a
-// private partial output, added in slice order (results then vary with n_threads in the last bits).
-// Partials live in a grow-only thread_local buffer of the calling thread.
+// How the sparse kernels split work, so that no result depends on the thread count: input-major rows
+// shorter than k_input_sparse_split_row_bytes, and the fused MLP, cut the active list into at most
+// k_sparse_slices slices (input-sparse: of whole 32-channel blocks; fused: of neurons), each summed into
+// its own partial output; partials are added in slice order.
+inline constexpr int k_sparse_slices = 4;
+inline constexpr int64_t k_input_sparse_split_row_bytes = 8192;
+
+// Input-sparse GEMV: y[o] = sum_{i in idx} x[i] * wt[i, o], wt input-major ([in, out]). Rows of >= 8 KiB:
+// threads own slices of y; shorter rows: the active list is cut into a fixed number of slices of whole
+// 32-channel blocks, each summed into a private partial output, added in slice order. Either way the
+// result never depends on n_threads (bit for bit). Partials live in a grow-only thread_local buffer of
+// the calling thread.
 void gemv_input_sparse(const tensor_view& wt, const float* x, const int32_t* idx, int64_t n_idx, float* y,
                        int n_threads);
 
@@ -90,15 +97,15 @@ bool input_sparse_rounds_activations(dtype type);
 void gemv_output_sparse(const tensor_view& w, const float* x, const int32_t* idx, int64_t n_idx, float* y,
                         int n_threads);
 
-// Floats of caller-owned scratch fused_sparse_mlp needs with the same n_threads: the quantized x and,
-// per thread, a partial output and a block temporary.
+// Floats of caller-owned scratch fused_sparse_mlp needs: the quantized x and, per slice of the active
+// list, a partial output and a block temporary (n_threads does not change it).
 int64_t fused_mlp_scratch_floats(int64_t dim, int n_threads);
 
 // Fused sparse gated MLP over active neurons: y = sum_{j in idx} down_j * silu(gate_j . x) * (up_j . x).
 // If `glu_out` is non-null it receives the GLU value of each active neuron (compact, n_idx entries),
 // bit-identical to swiglu(gemv(gate), gemv(up)) when the bundles hold the matrices' own rows. idx is
-// cut into n_threads contiguous slices whose partial outputs are summed in slice order (y varies with
-// n_threads in the last bits).
+// cut into a fixed number of contiguous slices whose partial outputs are summed in slice order, so y
+// never depends on n_threads (bit for bit).
 void fused_sparse_mlp(const bundle_view& b, const float* x, const int32_t* idx, int64_t n_idx, float* y, float* scratch,
                       float* glu_out, int n_threads);
 
