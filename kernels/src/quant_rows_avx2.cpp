@@ -90,7 +90,6 @@ inline __m256i bit_to_4(__m256i v, int b) {
 // Q4_K / Q5_K (values 0..15 / 0..31, a scale and a minimum per 32): m receives the 8 minima as bytes.
 template <dtype T>
 struct k4_sum {
-    static constexpr int64_t bytes = k_bytes<T>;
     static constexpr bool has_min = true;
     template <bool Pre>
     static __m256i isum(const uint8_t* blk, const int8_t* xq, const int16_t*, __m128i& m) {
@@ -135,7 +134,6 @@ struct k4_sum {
 // The 32 * x pair sums depend on x alone: with Pre they are read from x32 (q6k_x32, once per call),
 // otherwise formed here (maddubs of 32 and x); the same values either way.
 struct q6k_sum {
-    static constexpr int64_t bytes = k_bytes<dtype::q6_k>;
     static constexpr bool has_min = false;
     template <bool Pre>
     static __m256i isum(const uint8_t* blk, const int8_t* xq, const int16_t* x32, __m128i&) {
