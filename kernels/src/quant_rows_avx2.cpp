@@ -221,7 +221,7 @@ struct decoder<dtype::iq4_xs> {
 // corr_v collects -dmin * m_k * s_k (s_k = d_x * sum of x group k), summed with the dot lanes at the end;
 // a vector, not a scalar chain of 16 dependent operations per super-block. The AVX-512 kernel
 // (quant_rows_avx512.h) does exactly these float operations.
-template <dtype T, bool Prefetch, bool Pre = false>
+template <dtype T, int Prefetch, bool Pre = false>
 void kquant_row(const uint8_t* w, int64_t cols, const q8_act* xa, const int16_t* x32, float* y, const uint8_t* pf) {
     using K = kquant<T>;
     constexpr int64_t qk = k_qk<T>, bytes = k_bytes<T>;
@@ -246,7 +246,7 @@ void kquant_row(const uint8_t* w, int64_t cols, const q8_act* xa, const int16_t*
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
     int64_t blk = 0;
     for (; blk + 2 <= nsb; blk += 2) {
-        if constexpr (Prefetch) prefetch_span<2 * bytes>(pf, blk * bytes);
+        if constexpr (Prefetch) prefetch_span<2 * bytes, Prefetch>(pf, blk * bytes);
         a0 = step(blk, a0);
         a1 = step(blk + 1, a1);
     }
@@ -259,7 +259,7 @@ void kquant_row(const uint8_t* w, int64_t cols, const q8_act* xa, const int16_t*
 // 4-7 elements 16-31, so 16-granular scales are one two-valued vector), scaled in f32 by the weight and
 // activation scales. The minimum term is b * d_x * sum(x_q): per 32 from the precomputed s = d_x * sum,
 // per 16 (Q2_K) from a second integer sum. Two accumulators alternate blocks of 32.
-template <dtype T, bool Prefetch>
+template <dtype T, int Prefetch>
 void row_dot(const uint8_t* w, int64_t, int64_t cols, const q8_act* xa, float* y, const uint8_t* pf) {
     using S = shape<T>;
     constexpr int64_t qk = k_qk<T>, bytes = k_bytes<T>, nq = qk / 32;
@@ -271,7 +271,7 @@ void row_dot(const uint8_t* w, int64_t, int64_t cols, const q8_act* xa, float* y
         __m256 corr_v = _mm256_setzero_ps();
         float corr = 0.0f;
         for (int64_t blk = 0; blk < cols / qk; ++blk) {
-            if constexpr (Prefetch) prefetch_span<bytes>(pf, blk * bytes);
+            if constexpr (Prefetch) prefetch_span<bytes, Prefetch>(pf, blk * bytes);
             __m256i q[nq];
             alignas(32) float a[qk / 16], b[qk / 16];
             decoder<T>::run(w + blk * bytes, q, a, b);
@@ -339,7 +339,7 @@ void fill_rows(kernel_table& k) {
 
 template <dtype... Ts>
 void fill_dots(sparse_table& k) {
-    ((k.dots[static_cast<int>(Ts)] = gather_dots<q8_act, row_dot<Ts, true>, row_dot<Ts, false>>), ...);
+    ((k.dots[static_cast<int>(Ts)] = gather_dots<q8_act, row_dot<Ts, pf_gather>, row_dot<Ts, pf_none>>), ...);
 }
 
 #define SL_UNPACKED_TYPES                                                                                   \

@@ -326,16 +326,28 @@ void gemv_output_sparse(const tensor_view& w, const float* x, const int32_t* idx
         int64_t k0, k1;
         split(n_idx, team, t, k0, k1);
         if (dots) {
-            constexpr int64_t chunk = 16;
+            // Listed rows go through the gather, which prefetches the next listed rows into L2; a run of
+            // at least k_stream_rows consecutive rows streams through the dense rows kernel instead
+            // (prefetching ahead into L1, as gemv does: through L2 a whole Q8_0 matrix read ~8% slower).
+            // Both are the same row kernel, so the bits do not depend on the route.
+            constexpr int64_t chunk = 16, k_stream_rows = 16;
             const uint8_t* rows[chunk];
             const uint8_t* pf[chunk];
-            for (int64_t k = k0; k < k1; k += chunk) {
+            for (int64_t k = k0; k < k1;) {
+                int64_t e = k + 1;
+                while (e < k1 && idx[e] == idx[e - 1] + 1) ++e;
+                if (e - k >= k_stream_rows) {
+                    fn(base + idx[k] * rb, rb, e - k, w.cols, xa, y + k);
+                    k = e;
+                    continue;
+                }
                 const int64_t m = std::min(chunk, k1 - k);
                 for (int64_t i = 0; i < m; ++i) {
                     rows[i] = base + idx[k + i] * rb;
                     pf[i] = k + i + ahead < k1 ? base + idx[k + i + ahead] * rb : nullptr;
                 }
                 dots(rows, pf, m, w.cols, xa, y + k);
+                k += m;
             }
             return;
         }
