@@ -8,7 +8,7 @@ namespace {
 template <int G>
 inline void prefetch_rows(const uint8_t* const* pf, int64_t off) {
     SL_UNROLL
-    for (int g = 0; g < G; ++g) _mm_prefetch(reinterpret_cast<const char*>(pf[g] + off), _MM_HINT_T0);
+    for (int g = 0; g < G; ++g) _mm_prefetch(reinterpret_cast<const char*>(pf[g] + off), _MM_HINT_T1);
 }
 
 // Float rows, 32 elements per step, then 8 at a time; the last n % 8 use scalar FMAs (same rounding).
