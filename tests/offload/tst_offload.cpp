@@ -138,7 +138,11 @@ TEST(Offload, GriffinReadsTheNextLayerWhileThisOneComputes) {
     EXPECT_DOUBLE_EQ(r->bytes_per_token, r->sim_bytes_per_token);
     EXPECT_DOUBLE_EQ(r->hit_rate, r->sim_hit_rate);
     EXPECT_LE(r->peak_cache, r->cache_capacity);
-    EXPECT_EQ(r->proc_read_bytes, r->bytes_total);
+    // Every O_DIRECT read reaches the device (the page cache served none of them): the process's
+    // read_bytes holds them all. It may hold a few more pages: /proc/self/io also counts page-ins of
+    // the mapped fixture by any thread (seen once under ctest -j2: +8 KiB).
+    EXPECT_GE(r->proc_read_bytes, r->bytes_total);
+    EXPECT_LE(r->proc_read_bytes, r->bytes_total + (256u << 10));
 
     context_params cp = context_default_params();
     cp.n_ctx = q.steps;
