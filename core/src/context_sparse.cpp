@@ -121,6 +121,46 @@ void project_in(const tensor_view& w, const tensor_view* wt, const index_mask& i
     kernels::gemv_input_sparse(*wt, x, in.idx.data(), static_cast<int64_t>(in.idx.size()), y, threads);
 }
 
+// project_in for several matrices of the same x (q, k, v; gate, up) in one parallel region when they
+// all take the same path (all dense, or all on input-major layouts); otherwise one call each. The
+// same kernels either way, so the bits are those of separate project_in calls.
+void project_in_multi(int n, const tensor_view* const* w, const tensor_view* const* wt, const index_mask* const* in,
+                      const float* x, float* const* y, int threads) {
+    bool dense = true, layouts = true;
+    for (int m = 0; m < n; ++m) {
+        dense = dense && in[m]->all && !wt[m];
+        layouts = layouts && wt[m];
+    }
+    if (dense) {
+        tensor_view ws[kernels::k_input_sparse_multi_max];
+        for (int m = 0; m < n; ++m) ws[m] = *w[m];
+        kernels::gemv_multi(ws, y, n, x, threads);
+        return;
+    }
+    if (!layouts || n > kernels::k_input_sparse_multi_max) {
+        for (int m = 0; m < n; ++m) project_in(*w[m], wt[m], *in[m], x, y[m], threads);
+        return;
+    }
+    thread_local std::vector<int32_t> every;
+    const int32_t* idx[kernels::k_input_sparse_multi_max];
+    int64_t n_idx[kernels::k_input_sparse_multi_max];
+    for (int m = 0; m < n; ++m) {
+        if (in[m]->all) {
+            if (every.size() < static_cast<size_t>(wt[m]->rows)) {
+                const size_t from = every.size();
+                every.resize(static_cast<size_t>(wt[m]->rows));
+                for (size_t i = from; i < every.size(); ++i) every[i] = static_cast<int32_t>(i);
+            }
+            idx[m] = every.data();
+            n_idx[m] = wt[m]->rows;
+        } else {
+            idx[m] = in[m]->idx.data();
+            n_idx[m] = static_cast<int64_t>(in[m]->idx.size());
+        }
+    }
+    kernels::gemv_input_sparse_multi(wt, x, idx, n_idx, y, n, threads);
+}
+
 // y_full[r] = W[r] . x for r in `rows`, 0 elsewhere; inputs restricted to `in`.
 void project_rows(const tensor_view& w, const tensor_view* wt, const index_mask& in, const index_mask& rows,
                   const float* x, float* y_full, float* compact, int threads) {
@@ -184,11 +224,20 @@ void context::mlp_sparse(int32_t l, const token_info& ti) {
     const index_mask& in1 = up_first ? m_masks.up_in : m_masks.gate_in;
     const index_mask& in2 = up_first ? m_masks.gate_in : m_masks.up_in;
 
-    project_rows(proj_w(p1), layout(p1), in1, m_masks.neurons_pre, m_xb.data(), f1, m_compact.data(), m_threads);
-    if (m_traits.neurons_post) m_method->select_after_first(ti, {f1, static_cast<size_t>(hidden)}, m_masks);
     index_mask rows2;
-    intersect_masks(m_masks.neurons_pre, m_masks.neurons_post, rows2);
-    project_rows(proj_w(p2), layout(p2), in2, rows2, m_xb.data(), f2, m_compact.data(), m_threads);
+    if (!m_traits.neurons_post && m_masks.neurons_pre.all) {  // both by input (or dense): one region
+        const tensor_view* w[2] = {&proj_w(p1), &proj_w(p2)};
+        const tensor_view* wt[2] = {layout(p1), layout(p2)};
+        const index_mask* in[2] = {&in1, &in2};
+        float* y[2] = {f1, f2};
+        project_in_multi(2, w, wt, in, m_xb.data(), y, m_threads);
+        intersect_masks(m_masks.neurons_pre, m_masks.neurons_post, rows2);
+    } else {
+        project_rows(proj_w(p1), layout(p1), in1, m_masks.neurons_pre, m_xb.data(), f1, m_compact.data(), m_threads);
+        if (m_traits.neurons_post) m_method->select_after_first(ti, {f1, static_cast<size_t>(hidden)}, m_masks);
+        intersect_masks(m_masks.neurons_pre, m_masks.neurons_post, rows2);
+        project_rows(proj_w(p2), layout(p2), in2, rows2, m_xb.data(), f2, m_compact.data(), m_threads);
+    }
     observe(l, probe::gate_pre, ti.pos, 1, m_gate.data(), hidden);
     observe(l, probe::up_pre, ti.pos, 1, m_up.data(), hidden);
 
@@ -231,9 +280,13 @@ void context::layer_forward_sparse(int32_t l, int32_t pos) {
     kernels::rmsnorm_rows(m_xb.data(), m_x.data(), lw.attn_norm, 1, dim, hp.norm_eps);
     observe(l, probe::attn_in, pos, 1, m_xb.data(), dim);
     if (m_traits.attn_inputs) m_method->select_attn_inputs(ti, {m_xb.data(), static_cast<size_t>(dim)}, m_masks);
-    project_in(lw.wq, layout(proj::q), m_masks.q_in, m_xb.data(), m_q.data(), m_threads);
-    project_in(lw.wk, layout(proj::k), m_masks.k_in, m_xb.data(), m_k.data(), m_threads);
-    project_in(lw.wv, layout(proj::v), m_masks.v_in, m_xb.data(), m_v.data(), m_threads);
+    {
+        const tensor_view* w[3] = {&lw.wq, &lw.wk, &lw.wv};
+        const tensor_view* wt[3] = {layout(proj::q), layout(proj::k), layout(proj::v)};
+        const index_mask* in[3] = {&m_masks.q_in, &m_masks.k_in, &m_masks.v_in};
+        float* y[3] = {m_q.data(), m_k.data(), m_v.data()};
+        project_in_multi(3, w, wt, in, m_xb.data(), y, m_threads);
+    }
     finish_qkv(l, 1, pos);
     attend(l, 1, pos);
     if (m_traits.o_input) m_method->select_o_input(ti, {m_att.data(), static_cast<size_t>(hp.q_dim())}, m_masks);

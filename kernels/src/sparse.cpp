@@ -1,8 +1,10 @@
 // Sparse GEMV drivers (CHESS spvmm / vmmisp) and the fused sparse gated MLP: thread partitioning,
 // output panels, blocked accumulation; the arithmetic lives in the per-ISA tables.
 #include <algorithm>
+#include <atomic>
 #include <cassert>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include <omp.h>
@@ -242,59 +244,127 @@ void input_sparse_range(const tensor_view& wt, const float* x, const int32_t* id
 
 }  // namespace
 
+namespace {
+
+// One matrix of an input-sparse call, cut into work items that any thread may run in any order.
+// CHESS's split: items own slices of y (in units of 32 outputs: whole quantized blocks, whole cache
+// lines) and read their slice of every active row; any split gives the same bits. With short rows (a
+// Q4_0 row of 2048 outputs is 1152 bytes) the slices get too short to stream: 2 threads measured
+// slower than 1. Then the active list is cut into k_fixed_slices slices of whole channel blocks, each
+// summed into its own partial output, added in slice order at the end. Which of the two splits runs
+// depends on the row length only, so the bits never depend on the thread count or on which thread
+// ran an item.
+struct input_sparse_job {
+    const tensor_view* wt = nullptr;
+    const float* x = nullptr;
+    const int32_t* idx = nullptr;
+    int64_t n_idx = 0;
+    float* y = nullptr;
+    int64_t panel = 0, units = 0, blocks = 0, stride = 0;
+    bool by_channels = false;
+    int items = 0;
+    float* partials = nullptr;  // (items - 1) * stride floats when by_channels
+
+    void plan(int req) {
+        const int64_t out = wt->cols;
+        const int64_t panel_bytes = dtype_is_quantized(wt->type) ? k_panel_bytes : k_float_panel_bytes;
+        panel = std::clamp<int64_t>(panel_bytes / dtype_row_bytes(wt->type, 32), 1, k_max_panel / 32) * 32;
+        units = (out + 31) / 32;
+        blocks = (n_idx + k_sum_block - 1) / k_sum_block;
+        stride = (out + 15) / 16 * 16;
+        by_channels = blocks > 1 && wt->row_bytes() < k_input_sparse_split_row_bytes;
+        // Output pieces: a few per thread, so a thread that starts late (a passive worker takes
+        // 10-90 us to wake on a VM) leaves its share to the others.
+        items = by_channels ? static_cast<int>(std::min<int64_t>(k_fixed_slices, blocks))
+                            : static_cast<int>(std::min<int64_t>(units, int64_t{2} * req));
+    }
+    int64_t partial_floats() const { return by_channels ? (items - 1) * stride : 0; }
+
+    void run(int item) const {
+        if (by_channels) {
+            int64_t c0, c1;
+            split(blocks, items, item, c0, c1);  // whole channel blocks
+            float* dst = item == 0 ? y : partials + (item - 1) * stride;
+            input_sparse_range(*wt, x, idx, c0 * k_sum_block, std::min(n_idx, c1 * k_sum_block), 0, wt->cols, dst,
+                               panel);
+            return;
+        }
+        int64_t u0, u1;
+        split(units, items, item, u0, u1);
+        const int64_t o0 = u0 * 32, o1 = std::min(wt->cols, u1 * 32);
+        if (o1 > o0) input_sparse_range(*wt, x, idx, 0, n_idx, o0, o1, y + o0, panel);
+    }
+
+    // After the join (a barrier inside the region costs a wake-up, more than these adds).
+    void finish() const {
+        for (int sl = 1; by_channels && sl < items; ++sl) {
+            const float* p = partials + (sl - 1) * stride;
+            for (int64_t o = 0; o < wt->cols; ++o) y[o] += p[o];
+        }
+    }
+};
+
+// Runs the jobs' items in one parallel region: threads take items from a shared counter, so the
+// master does the work of a worker that is still waking up. The counter only decides who runs an
+// item; each item's arithmetic and destination are fixed, so results never depend on it.
+void run_input_sparse_jobs(input_sparse_job* jobs, int n_jobs, int n_threads) {
+    const int req = requested_threads(n_threads);
+    int64_t floats = 0, work = 0;
+    int total = 0;
+    for (int j = 0; j < n_jobs; ++j) {
+        jobs[j].plan(req);
+        floats += jobs[j].partial_floats();
+        work += jobs[j].n_idx * jobs[j].wt->row_bytes();
+        total += jobs[j].items;
+    }
+    std::vector<float>& partials = thread_partials();
+    if (partials.size() < static_cast<size_t>(floats)) partials.resize(static_cast<size_t>(floats));
+    std::vector<std::pair<int, int>> items;
+    items.reserve(static_cast<size_t>(total));
+    float* next_partials = partials.data();
+    for (int j = 0; j < n_jobs; ++j) {
+        jobs[j].partials = next_partials;
+        next_partials += jobs[j].partial_floats();
+        for (int i = 0; i < jobs[j].items; ++i) items.emplace_back(j, i);
+    }
+    const int nt = pick_threads(req, work, total);
+    std::atomic<int> next{0};
+    parallel(nt, [&](int, int) {
+        for (int i; (i = next.fetch_add(1, std::memory_order_relaxed)) < total;)
+            jobs[items[static_cast<size_t>(i)].first].run(items[static_cast<size_t>(i)].second);
+    });
+    for (int j = 0; j < n_jobs; ++j) jobs[j].finish();
+}
+
+}  // namespace
+
+void gemv_input_sparse_multi(const tensor_view* const* wts, const float* x, const int32_t* const* idx,
+                             const int64_t* n_idx, float* const* ys, int n_mats, int n_threads) {
+    assert(n_mats <= k_input_sparse_multi_max);
+    input_sparse_job jobs[k_input_sparse_multi_max];
+    int n_jobs = 0;
+    for (int m = 0; m < n_mats; ++m) {
+        const tensor_view& wt = *wts[m];
+        if (wt.cols <= 0) continue;
+        assert(wt.cols % dtype_block_elems(wt.type) == 0);
+        if (n_idx[m] <= 0) {
+            std::fill(ys[m], ys[m] + wt.cols, 0.0f);
+            continue;
+        }
+        input_sparse_job& j = jobs[n_jobs++];
+        j.wt = &wt;
+        j.x = x;
+        j.idx = idx[m];
+        j.n_idx = n_idx[m];
+        j.y = ys[m];
+    }
+    if (n_jobs > 0) run_input_sparse_jobs(jobs, n_jobs, n_threads);
+}
+
 void gemv_input_sparse(const tensor_view& wt, const float* x, const int32_t* idx, int64_t n_idx, float* y,
                        int n_threads) {
-    const int64_t out = wt.cols;
-    if (out <= 0) return;
-    assert(out % dtype_block_elems(wt.type) == 0);
-    if (n_idx <= 0) {
-        std::fill(y, y + out, 0.0f);
-        return;
-    }
-    const int64_t rb = wt.row_bytes();
-    const int64_t panel_bytes = dtype_is_quantized(wt.type) ? k_panel_bytes : k_float_panel_bytes;
-    const int64_t panel = std::clamp<int64_t>(panel_bytes / dtype_row_bytes(wt.type, 32), 1, k_max_panel / 32) * 32;
-    // CHESS's split: threads own slices of y (in units of 32 outputs: whole quantized blocks, whole
-    // cache lines) and read their slice of every active row; any split gives the same bits. With short
-    // rows (a Q4_0 row of 2048 outputs is 1152 bytes) the slices get too short to stream: 2 threads
-    // measured slower than 1. Then the active list is cut into k_fixed_slices slices of whole channel
-    // blocks, each summed into its own partial output, added in slice order at the end. Which of the
-    // two splits runs depends on the row length only, so the bits never depend on the thread count.
-    const int req = requested_threads(n_threads);
-    const int64_t units = (out + 31) / 32;
-    const int64_t blocks = (n_idx + k_sum_block - 1) / k_sum_block;
-    if (blocks == 1 || rb >= k_input_sparse_split_row_bytes) {
-        const int nt = pick_threads(req, n_idx * rb, units);
-        parallel(nt, [&](int t, int team) {
-            int64_t u0, u1;
-            split(units, team, t, u0, u1);
-            const int64_t o0 = u0 * 32, o1 = std::min(out, u1 * 32);
-            if (o1 > o0) input_sparse_range(wt, x, idx, 0, n_idx, o0, o1, y + o0, panel);
-        });
-        return;
-    }
-    const int n_slices = static_cast<int>(std::min<int64_t>(k_fixed_slices, blocks));
-    const int nt = pick_threads(req, n_idx * rb, n_slices);
-    const int64_t stride = (out + 15) / 16 * 16;
-    std::vector<float>& partials = thread_partials();
-    if (partials.size() < static_cast<size_t>((n_slices - 1) * stride))
-        partials.resize(static_cast<size_t>((n_slices - 1) * stride));
-    parallel(nt, [&](int t, int team) {
-        int64_t s0, s1;
-        split(n_slices, team, t, s0, s1);
-        for (int64_t sl = s0; sl < s1; ++sl) {
-            int64_t c0, c1;
-            split(blocks, n_slices, static_cast<int>(sl), c0, c1);  // whole channel blocks
-            float* dst = sl == 0 ? y : partials.data() + (sl - 1) * stride;
-            input_sparse_range(wt, x, idx, c0 * k_sum_block, std::min(n_idx, c1 * k_sum_block), 0, out, dst, panel);
-        }
-    });
-    // The partials are added by the caller after the join: a barrier inside the region costs a
-    // wake-up (fork_join_us), more than these adds.
-    for (int sl = 1; sl < n_slices; ++sl) {
-        const float* p = partials.data() + (sl - 1) * stride;
-        for (int64_t o = 0; o < out; ++o) y[o] += p[o];
-    }
+    const tensor_view* w = &wt;
+    gemv_input_sparse_multi(&w, x, &idx, &n_idx, &y, 1, n_threads);
 }
 
 bool input_sparse_rounds_activations(dtype type) {

@@ -670,6 +670,52 @@ TEST(sparse, results_do_not_depend_on_the_thread_count) {
     }
 }
 
+// Several matrices of one x in one region (q/k/v, gate/up) give each matrix's own call's bits, with
+// their own active lists (empty ones included), short and long rows mixed, at any thread count.
+TEST(sparse, input_sparse_multi_equals_separate_calls) {
+    isa_guard guard;
+    for (dtype t : {dtype::f32, dtype::q8_0, dtype::q4_0}) {
+        const int64_t in = 512;
+        const shape shapes[4] = {{2048, in}, {256, in}, {8192, in}, {64, in}};  // rows = outputs
+        std::vector<matrix> ws;
+        std::vector<k::owned_matrix> wts;
+        for (int m = 0; m < 4; ++m) ws.push_back(make_matrix(t, shapes[m].rows, in, 21 + m));
+        for (int m = 0; m < 4; ++m) wts.push_back(k::to_input_major(ws[static_cast<size_t>(m)].view, t));
+        const std::vector<float> x = make_x(in, 4);
+        std::vector<std::vector<int32_t>> idx = {make_idx(in, k_densities[4], false, 1),
+                                                 make_idx(in, k_densities[3], true, 2),
+                                                 make_idx(in, k_densities[5], false, 3), {}};
+        for (k::isa i : isas()) {
+            k::set_active_isa(i);
+            for (int nt : {1, 2, 3}) {
+                SCOPED_TRACE(::testing::Message() << sl::dtype_name(t) << " " << k::isa_name(i) << " " << nt << " threads");
+                std::vector<std::vector<float>> sep(4), multi(4);
+                const sl::tensor_view* views[4];
+                const int32_t* ids[4];
+                int64_t ns[4];
+                float* ys[4];
+                for (int m = 0; m < 4; ++m) {
+                    const auto out = static_cast<size_t>(shapes[m].rows);
+                    sep[static_cast<size_t>(m)].assign(out, -3.0f);
+                    multi[static_cast<size_t>(m)].assign(out, -5.0f);
+                    const auto& id = idx[static_cast<size_t>(m)];
+                    k::gemv_input_sparse(wts[static_cast<size_t>(m)].view, x.data(), id.data(),
+                                         static_cast<int64_t>(id.size()), sep[static_cast<size_t>(m)].data(), nt);
+                    views[m] = &wts[static_cast<size_t>(m)].view;
+                    ids[m] = id.data();
+                    ns[m] = static_cast<int64_t>(id.size());
+                    ys[m] = multi[static_cast<size_t>(m)].data();
+                }
+                k::gemv_input_sparse_multi(views, x.data(), ids, ns, ys, 4, nt);
+                for (int m = 0; m < 4; ++m)
+                    EXPECT_EQ(0, std::memcmp(sep[static_cast<size_t>(m)].data(), multi[static_cast<size_t>(m)].data(),
+                                             sep[static_cast<size_t>(m)].size() * 4))
+                        << "matrix " << m;
+            }
+        }
+    }
+}
+
 TEST(sparse, empty_inputs) {
     const matrix w = make_matrix(dtype::f32, 64, 32, 1);
     const k::owned_matrix wt = k::to_input_major(w.view, dtype::f32);
