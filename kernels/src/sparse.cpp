@@ -41,7 +41,8 @@ constexpr int64_t k_max_panel = 4096;  // elements; bounds the stack temporary (
 // and `eval --config` must reproduce the numbers the GUI showed. Up to 4 threads share the work.
 constexpr int k_fixed_slices = k_sparse_slices;
 // Output-sparse keeps this much of the following rows in flight (rows ahead = this / row bytes);
-// 4-32 KiB measured alike, T0 hints beat T1/T2 by 15-20%.
+// 4-32 KiB measured alike. The hint is the row kernels': on the AVX-512 machine T0 beat T1/T2 by
+// 15-20% (stop 17); on the AVX2-only VM T1 (pf_gather, row_dots_avx2.h) was 1.4-1.5x faster.
 constexpr int64_t k_prefetch_bytes = 4096;
 
 int requested_threads(int requested) {
