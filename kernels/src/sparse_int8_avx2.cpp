@@ -21,6 +21,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "int8_coefs.h"
 #include "sparse_internal.h"
 
 #if !defined(__AVX2__) || !defined(__FMA__) || !defined(__F16C__)
@@ -35,12 +36,6 @@ namespace {
 constexpr int k_groups = k_chunk_rows / 4;              // channels go 4 to a dword
 constexpr int k_step = 8;                               // blocks per coefficient step
 constexpr int64_t k_prefetch_lines = (256 << 10) / 64;  // a quarter of L2 ahead at most
-
-inline float half_at(const uint8_t* p) {
-    uint16_t h;
-    std::memcpy(&h, p, 2);
-    return _cvtsh_ss(h);
-}
 
 // Coefficients of k_step blocks: kq[g][b] = int8 coefficients of channels 4g..4g+3 (byte j = channel
 // 4g + j) in block b, scale[b] = S_b, start[b] = the integer sum's offset term (Q4_0: -8 sum_i k_ib).
@@ -111,32 +106,6 @@ void coefs8(coef_step& t, const uint8_t* const* r, const float* s, int nr, int64
     }
     _mm256_store_si256(reinterpret_cast<__m256i*>(t.start),
                        _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_mullo_epi32(sum, _mm256_set1_epi32(V::zero))));
-}
-
-// One block (entry 0) with the vector path's arithmetic, element by element (cvtps rounds to nearest
-// even, as nearbyint does in the default rounding mode; packs saturate like the clamp).
-template <typename V>
-void coefs1(coef_step& t, const uint8_t* const* r, const float* s, int nr, int64_t off) {
-    float c[k_chunk_rows];
-    float mx = 0.0f;
-    for (int i = 0; i < nr; ++i) {
-        c[i] = half_at(r[i] + off) * s[i];
-        mx = std::max(mx, std::fabs(c[i]));
-    }
-    const float inv = mx > 0.0f ? 127.0f / mx : 0.0f;
-    t.scale[0] = mx / 127.0f;
-    int32_t sum = 0;
-    for (int g = 0; g * 4 < nr; ++g) {
-        uint32_t word = 0;
-        for (int j = 0; j < 4; ++j) {
-            const int i = 4 * g + j;
-            const int32_t k = i < nr ? static_cast<int32_t>(std::nearbyint(c[i] * inv)) : 0;
-            sum += k;
-            word |= static_cast<uint32_t>(static_cast<uint8_t>(std::clamp(k, -128, 127))) << (8 * j);
-        }
-        t.kq[g][0] = word;
-    }
-    t.start[0] = -V::zero * sum;
 }
 
 // The 4 rows' 16 bytes at p[j] + off as dwords (byte j of a dword from row j): w0 holds bytes
@@ -256,7 +225,7 @@ void chunk_run(float* acc, int n_rows, const uint8_t* const* rows, const float* 
     for (int64_t b = 0; b < nb; ++b) {
         const bool whole = nb - b / k_step * k_step >= k_step;  // b is in a whole step of 8 blocks
         if (!whole) {
-            coefs1<V>(t, r, s, n_rows, b * V::bytes);  // the last nb % 8 blocks, each as entry 0
+            coefs_one_block<V::zero>(t, 0, r, s, n_rows, b * V::bytes);  // the last nb % 8 blocks, each as entry 0
         } else if (b % k_step == 0) {
             coefs8<V>(t, r, s, n_rows, b * V::bytes);
         }

@@ -18,6 +18,7 @@
 #include <type_traits>
 
 #include "row_dots_avx512.h"
+#include "int8_coefs.h"
 #include "sparse_internal.h"
 
 #if !defined(__AVX512VNNI__) || !defined(__AVX512VBMI__)
@@ -127,32 +128,6 @@ void coefs8(coef_tables& t, const uint8_t* const* r, const float* s, int nr, int
                                                                                    _mm256_mullo_epi32(sum, _mm256_set1_epi32(V::zero))));
 }
 
-// One block with the vector path's arithmetic, element by element (cvtps rounds to nearest even, as
-// nearbyint does in the default rounding mode; cvtsepi32_epi8 saturates).
-template <typename V>
-void coefs1(coef_tables& t, const uint8_t* const* r, const float* s, int nr, int64_t off, int64_t b) {
-    float c[k_chunk_rows];
-    float mx = 0.0f;
-    for (int i = 0; i < nr; ++i) {
-        c[i] = half_at(r[i] + off) * s[i];
-        mx = std::max(mx, std::fabs(c[i]));
-    }
-    const float inv = mx > 0.0f ? 127.0f / mx : 0.0f;
-    t.scale[b] = mx / 127.0f;
-    int32_t sum = 0;
-    for (int g = 0; g * 4 < nr; ++g) {
-        uint32_t word = 0;
-        for (int j = 0; j < 4; ++j) {
-            const int i = 4 * g + j;
-            const int32_t k = i < nr ? static_cast<int32_t>(std::nearbyint(c[i] * inv)) : 0;
-            sum += k;
-            word |= static_cast<uint32_t>(static_cast<uint8_t>(std::clamp(k, -128, 127))) << (8 * j);
-        }
-        t.kq[g][b] = word;
-    }
-    t.start[b] = -V::zero * sum;
-}
-
 template <typename V>
 void chunk(float* acc, bool init, int n_rows, const uint8_t* const* rows, const float* s, int64_t n,
            const uint8_t* const* pf, int n_pf) {
@@ -168,7 +143,7 @@ void chunk(float* acc, bool init, int n_rows, const uint8_t* const* rows, const 
         const int64_t off0 = s0 * V::bytes;
         int64_t b = 0;
         for (; b + 8 <= ns; b += 8) coefs8<V>(t, r, s, n_rows, off0 + b * V::bytes, b);
-        for (; b < ns; ++b) coefs1<V>(t, r, s, n_rows, off0 + b * V::bytes, b);
+        for (; b < ns; ++b) coefs_one_block<V::zero>(t, b, r, s, n_rows, off0 + b * V::bytes);
         // The next chunk's rows go to L2 while this one is consumed: a chunk's rows (up to 32 x 4 KiB) do
         // not fit L1 next to the current ones. T1 beat T0/T2/none (d = 1, 4096x14336 Q4_0, one thread:
         // 2.3 / ~3.5 / 3.1 / ~4 ms). The lines are requested row after row, a few per block, so DRAM
