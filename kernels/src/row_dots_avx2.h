@@ -43,9 +43,14 @@ enum pf_mode : int { pf_none = 0, pf_stream = 1, pf_gather = 2 };
 // Prefetches the lines [pf + off, pf + off + Bytes) for a pf_mode.
 template <int Bytes, int Mode = pf_stream>
 inline void prefetch_span(const uint8_t* pf, int64_t off) {
-    constexpr _mm_hint hint = Mode == pf_gather ? _MM_HINT_T1 : _MM_HINT_T0;
     SL_UNROLL
-    for (int l = 0; l < Bytes; l += 64) _mm_prefetch(reinterpret_cast<const char*>(pf + off + l), hint);
+    for (int l = 0; l < Bytes; l += 64) {
+        if constexpr (Mode == pf_gather) {
+            _mm_prefetch(reinterpret_cast<const char*>(pf + off + l), _MM_HINT_T1);
+        } else {
+            _mm_prefetch(reinterpret_cast<const char*>(pf + off + l), _MM_HINT_T0);
+        }
+    }
 }
 
 // Widening loaders: 8 consecutive weights of one row as f32, and one weight for scalar tails
