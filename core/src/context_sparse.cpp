@@ -99,6 +99,18 @@ void context::reset_density() {
 
 namespace {
 
+// 0, 1, ..., n - 1 (a projection whose inputs are all active, run on its input-major layout); the
+// calling thread's buffer, grown once.
+const int32_t* all_indices(int64_t n) {
+    thread_local std::vector<int32_t> every;
+    if (every.size() < static_cast<size_t>(n)) {
+        const size_t from = every.size();
+        every.resize(static_cast<size_t>(n));
+        for (size_t i = from; i < every.size(); ++i) every[i] = static_cast<int32_t>(i);
+    }
+    return every.data();
+}
+
 // y = W x using only the input channels in `in` (dense when all). A matrix with an input-major layout
 // `wt` runs on it alone, dense too (the layout replaces the row-major original): density 1 then equals
 // dense bit for bit, and the original's pages are never touched.
@@ -110,12 +122,7 @@ void project_in(const tensor_view& w, const tensor_view* wt, const index_mask& i
     }
     assert(wt && "a method pruned inputs of a projection its traits did not declare");
     if (in.all) {
-        thread_local std::vector<int32_t> every;
-        if (every.size() != static_cast<size_t>(wt->rows)) {
-            every.resize(static_cast<size_t>(wt->rows));
-            for (size_t i = 0; i < every.size(); ++i) every[i] = static_cast<int32_t>(i);
-        }
-        kernels::gemv_input_sparse(*wt, x, every.data(), wt->rows, y, threads);
+        kernels::gemv_input_sparse(*wt, x, all_indices(wt->rows), wt->rows, y, threads);
         return;
     }
     kernels::gemv_input_sparse(*wt, x, in.idx.data(), static_cast<int64_t>(in.idx.size()), y, threads);
@@ -141,17 +148,11 @@ void project_in_multi(int n, const tensor_view* const* w, const tensor_view* con
         for (int m = 0; m < n; ++m) project_in(*w[m], wt[m], *in[m], x, y[m], threads);
         return;
     }
-    thread_local std::vector<int32_t> every;
     const int32_t* idx[kernels::k_input_sparse_multi_max];
     int64_t n_idx[kernels::k_input_sparse_multi_max];
     for (int m = 0; m < n; ++m) {
         if (in[m]->all) {
-            if (every.size() < static_cast<size_t>(wt[m]->rows)) {
-                const size_t from = every.size();
-                every.resize(static_cast<size_t>(wt[m]->rows));
-                for (size_t i = from; i < every.size(); ++i) every[i] = static_cast<int32_t>(i);
-            }
-            idx[m] = every.data();
+            idx[m] = all_indices(wt[m]->rows);
             n_idx[m] = wt[m]->rows;
         } else {
             idx[m] = in[m]->idx.data();

@@ -4,7 +4,6 @@
 #include <atomic>
 #include <cassert>
 #include <cmath>
-#include <utility>
 #include <vector>
 
 #include <omp.h>
@@ -320,19 +319,19 @@ void run_input_sparse_jobs(input_sparse_job* jobs, int n_jobs, int n_threads) {
     }
     std::vector<float>& partials = thread_partials();
     if (partials.size() < static_cast<size_t>(floats)) partials.resize(static_cast<size_t>(floats));
-    std::vector<std::pair<int, int>> items;
-    items.reserve(static_cast<size_t>(total));
     float* next_partials = partials.data();
     for (int j = 0; j < n_jobs; ++j) {
         jobs[j].partials = next_partials;
         next_partials += jobs[j].partial_floats();
-        for (int i = 0; i < jobs[j].items; ++i) items.emplace_back(j, i);
     }
     const int nt = pick_threads(req, work, total);
     std::atomic<int> next{0};
     parallel(nt, [&](int, int) {
-        for (int i; (i = next.fetch_add(1, std::memory_order_relaxed)) < total;)
-            jobs[items[static_cast<size_t>(i)].first].run(items[static_cast<size_t>(i)].second);
+        for (int i; (i = next.fetch_add(1, std::memory_order_relaxed)) < total;) {
+            int j = 0;  // item i of the concatenated lists: at most k_input_sparse_multi_max jobs
+            for (; i >= jobs[j].items; ++j) i -= jobs[j].items;
+            jobs[j].run(i);
+        }
     });
     for (int j = 0; j < n_jobs; ++j) jobs[j].finish();
 }
