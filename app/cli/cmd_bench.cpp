@@ -1,6 +1,7 @@
 // `sparselens bench`: prefill/decode tokens/s, achieved weight-read GB/s, and the machine's read bandwidth.
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -102,6 +103,14 @@ int run_bench(const bench_opts& o) {
     nlohmann::json j;
     j["threads"] = threads;
     j["isa"] = kernels::isa_name(kernels::active_isa());
+    // How idle workers waited (prefer_passive_openmp): part of what a decode number means.
+    const char* policy = std::getenv("OMP_WAIT_POLICY");
+    const char* spin = std::getenv("GOMP_SPINCOUNT");
+    j["omp_wait_policy"] = policy ? policy : "default";
+    j["gomp_spincount"] = spin ? spin : "default";
+    if (!o.json)
+        std::printf("threads    %d, OpenMP wait policy %s, spin count %s\n", threads, policy ? policy : "default",
+                    spin ? spin : "default");
 
     double membw = 0.0;
     if (o.membw) {

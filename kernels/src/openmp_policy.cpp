@@ -2,13 +2,71 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
 #include <cstdlib>
 
 namespace sl::kernels {
 
+namespace {
+
+// Jiffies of all CPUs from /proc/stat's first line: busy (user, nice, system, irq, softirq, steal) and
+// total; false when it cannot be read.
+bool cpu_jiffies(unsigned long long& busy, unsigned long long& total) {
+    std::FILE* f = std::fopen("/proc/stat", "r");
+    if (!f) return false;
+    unsigned long long v[8] = {};
+    const int got = std::fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4],
+                                &v[5], &v[6], &v[7]);
+    std::fclose(f);
+    if (got != 8) return false;
+    busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+    total = busy + v[3] + v[4];
+    return true;
+}
+
+// CPU ticks this process has used (all its threads: utime + stime of /proc/self/stat); 0 when unreadable.
+unsigned long long own_jiffies() {
+    std::FILE* f = std::fopen("/proc/self/stat", "r");
+    if (!f) return 0;
+    char buf[1024];
+    const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+    std::fclose(f);
+    buf[n] = '\0';
+    const char* p = std::strrchr(buf, ')');  // the command name may hold spaces and parentheses
+    unsigned long long utime = 0, stime = 0;
+    if (!p || std::sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime, &stime) != 2)
+        return 0;
+    return utime + stime;
+}
+
+}  // namespace
+
+bool cpus_idle_at_start() {
+    if (sysconf(_SC_NPROCESSORS_ONLN) < 2) return false;
+    // Busy CPU time over 30 ms (3 ticks of the usual 100 Hz clock) while this process sleeps: idle when
+    // the rest of the machine kept less than half a CPU busy. Instantaneous run-queue counts
+    // (/proc/loadavg) flicker with every short-lived process; the load averages still carry the
+    // previous benchmark's run.
+    // Ticks of this process's own threads are not counted: a library's thread pool (OpenBLAS) may be
+    // spinning right after it started.
+    unsigned long long b0, t0, b1, t1;
+    const unsigned long long own0 = own_jiffies();
+    if (!cpu_jiffies(b0, t0)) return false;
+    usleep(30000);
+    if (!cpu_jiffies(b1, t1) || t1 <= t0) return false;
+    const unsigned long long own = own_jiffies() - own0, busy = b1 - b0;
+    const double cpus_busy =
+        static_cast<double>(busy - std::min(busy, own)) / static_cast<double>(t1 - t0) * sysconf(_SC_NPROCESSORS_ONLN);
+    return cpus_busy < 0.5;
+}
+
 void prefer_passive_openmp(char** argv) {
     if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
     setenv("OMP_WAIT_POLICY", "passive", 1);
+    if (std::getenv("GOMP_SPINCOUNT") == nullptr && cpus_idle_at_start())
+        setenv("GOMP_SPINCOUNT", k_idle_spin_count, 1);
     execv("/proc/self/exe", argv);  // only returns on failure: then carry on with the default policy
 }
 
