@@ -27,7 +27,7 @@ ours="$SL_ROOT/build/release/app/sparselens"
 peer="$SL_ROOT/build/release/tests/peer/sl-llama-peer"
 [ -x "$ours" ] || { echo "bench_vs_llamacpp: $ours is missing: build first (scripts/test.sh)" >&2; exit 2; }
 [ -x "$peer" ] || { echo "bench_vs_llamacpp: $peer is missing: the llama.cpp peer is not built (scripts/test.sh installs it)" >&2; exit 2; }
-# Ours re-execs itself with OMP_WAIT_POLICY=passive (its default); llama.cpp runs with its own defaults
+# Ours re-execs itself with OMP_WAIT_POLICY=passive and a short spin when idle (its default); llama.cpp runs with its own defaults
 # (its CPU backend uses OpenMP too, and a user would not set the variable for it).
 unset OMP_WAIT_POLICY
 
@@ -45,17 +45,18 @@ def run(cmd):
 
 rows = []
 for f in files:
-    o_pp, o_tg, t_pp, t_tg = [], [], [], []
+    o_pp, o_tg, t_pp, t_tg, spins = [], [], [], [], []
     for r in range(rounds):
         o = run([ours, "bench", f, "--threads", threads, "--prompt-len", prompt, "--gen", gen, "--reps", "1", "--json"])
         t = run([peer, "bench", f, "--threads", threads, "--prompt", prompt, "--gen", gen, "--reps", "1"])
         o_pp.append(o["prefill_tokens_per_second"]); o_tg.append(o["decode_tokens_per_second"])
+        spins.append(o.get("gomp_spincount", "?"))
         t_pp.append(t["prefill_tok_s"]); t_tg.append(t["decode_tok_s"])
     med = statistics.median
     rows.append({"file": f, "threads": int(threads), "rounds": rounds,
                  "ours_decode": med(o_tg), "llamacpp_decode": med(t_tg), "decode_ratio": med(o_tg) / med(t_tg),
                  "ours_prefill": med(o_pp), "llamacpp_prefill": med(t_pp), "prefill_ratio": med(o_pp) / med(t_pp),
-                 "ours_decode_all": o_tg, "llamacpp_decode_all": t_tg})
+                 "ours_decode_all": o_tg, "llamacpp_decode_all": t_tg, "ours_spin_counts": spins})
 if as_json == "1":
     print(json.dumps(rows, indent=1))
 else:
@@ -65,4 +66,7 @@ else:
         print(f"{name:40s} {r['ours_decode']:18.2f} {r['llamacpp_decode']:10.2f} {r['decode_ratio']:6.2f}   "
               f"{r['ours_prefill']:18.1f} {r['llamacpp_prefill']:10.1f} {r['prefill_ratio']:6.2f}")
     print(f"medians of {rounds} alternating rounds, {threads} threads")
+    counts = sorted({s for r in rows for s in r["ours_spin_counts"]})
+    print(f"ours: OMP_WAIT_POLICY=passive, GOMP_SPINCOUNT {', '.join(counts)} (1000 when the CPUs were idle at start; "
+          f"'default' = no spin, docs/development.md)")
 EOF

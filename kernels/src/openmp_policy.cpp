@@ -11,8 +11,8 @@ namespace sl::kernels {
 
 namespace {
 
-// Jiffies of all CPUs from /proc/stat's first line: busy (user, nice, system, irq, softirq, steal) and
-// total; false when it cannot be read.
+// Jiffies of all CPUs from /proc/stat's first line: busy (user, nice, system, irq, softirq) and total
+// (steal, time the hypervisor gave to other guests, is neither); false when it cannot be read.
 bool cpu_jiffies(unsigned long long& busy, unsigned long long& total) {
     std::FILE* f = std::fopen("/proc/stat", "r");
     if (!f) return false;
@@ -21,7 +21,7 @@ bool cpu_jiffies(unsigned long long& busy, unsigned long long& total) {
                                 &v[5], &v[6], &v[7]);
     std::fclose(f);
     if (got != 8) return false;
-    busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+    busy = v[0] + v[1] + v[2] + v[5] + v[6];
     total = busy + v[3] + v[4];
     return true;
 }
@@ -45,7 +45,7 @@ unsigned long long own_jiffies() {
 
 bool cpus_idle_at_start() {
     if (sysconf(_SC_NPROCESSORS_ONLN) < 2) return false;
-    // Busy CPU time over 30 ms (3 ticks of the usual 100 Hz clock) while this process sleeps: idle when
+    // Busy CPU time over 50 ms (5 ticks of the usual 100 Hz clock per CPU) while this process sleeps: idle when
     // the rest of the machine kept less than half a CPU busy. Instantaneous run-queue counts
     // (/proc/loadavg) flicker with every short-lived process; the load averages still carry the
     // previous benchmark's run.
@@ -54,7 +54,7 @@ bool cpus_idle_at_start() {
     unsigned long long b0, t0, b1, t1;
     const unsigned long long own0 = own_jiffies();
     if (!cpu_jiffies(b0, t0)) return false;
-    usleep(30000);
+    usleep(50000);
     if (!cpu_jiffies(b1, t1) || t1 <= t0) return false;
     const unsigned long long own = own_jiffies() - own0, busy = b1 - b0;
     const double cpus_busy =

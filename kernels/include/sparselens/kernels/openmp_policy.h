@@ -18,7 +18,7 @@ void prefer_passive_openmp(char** argv);
 // The spin count set when the CPUs are idle at start (GOMP_SPINCOUNT syntax).
 inline constexpr const char* k_idle_spin_count = "1000";
 
-// True when the machine has at least 2 CPUs and kept less than half of one busy over 30 ms (/proc/stat).
+// True when the machine has at least 2 CPUs and kept less than half of one busy over 50 ms (/proc/stat).
 bool cpus_idle_at_start();
 
 }  // namespace sl::kernels
