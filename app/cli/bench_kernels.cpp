@@ -227,6 +227,23 @@ private:
         return tm.median;
     }
 
+    // GB/s of a pure read of the same listed rows on the same copies (kernels::read_listed_rows): the
+    // ceiling of that access pattern, whatever the arithmetic; the better of software prefetching
+    // into L2 and the hardware prefetchers alone.
+    double pattern_gbs(const copies& set, int64_t row_bytes, const std::vector<std::vector<int32_t>>& l) const {
+        volatile uint64_t sink = 0;  // the checksum stays observable
+        double best = 0;
+        for (bool pf : {true, false}) {
+            const timing tm = time_calls(set.size(), m_p.reps, [&](int64_t c, int r) {
+                const auto& idx = l[static_cast<size_t>(r / set.size() % 3)];
+                sink = sink + k::read_listed_rows(set[c], row_bytes, idx.data(), static_cast<int64_t>(idx.size()),
+                                                  m_p.threads, pf);
+            });
+            best = std::max(best, static_cast<double>(static_cast<int64_t>(l[0].size()) * row_bytes) / tm.median / 1e9);
+        }
+        return best;
+    }
+
     // Index lists per density: a fresh random list for every pass over the copies.
     std::vector<std::vector<int32_t>> lists(int64_t n, double d) const {
         std::vector<std::vector<int32_t>> l;
@@ -265,6 +282,7 @@ private:
                 add("input_sparse", matrix, d, n, tm, static_cast<double>(n * im.view.row_bytes()), set.size());
             row.speedup = dense_s / tm.median;
             row.baseline = "dense";
+            row.pattern_gbs = pattern_gbs(set, im.view.row_bytes(), l);
         }
     }
 
@@ -290,6 +308,7 @@ private:
                                             static_cast<double>(n * dtype_row_bytes(m_t, cols)), set.size());
                 row.speedup = dense_s / tm.median;
                 row.baseline = "dense";
+                row.pattern_gbs = pattern_gbs(set, dtype_row_bytes(m_t, cols), l);
             }
         }
         baselines(set, rows, cols, matrix, dense_s);
@@ -342,6 +361,7 @@ private:
                 add("fused_mlp", matrix, d, n, tm, static_cast<double>(n * b.view.bundle_bytes()), set.size());
             row.speedup = dense_s / tm.median;
             row.baseline = "dense_mlp";
+            row.pattern_gbs = pattern_gbs(set, b.view.bundle_bytes(), l);
         }
     }
 

@@ -51,6 +51,7 @@ struct kernel_bench_row {
     double bytes = 0;      // weight bytes the call reads
     double gbs = 0;        // bytes / median_s / 1e9
     double speedup = 0;    // our dense kernel's median / this median, same weights (1 for dense itself)
+    double pattern_gbs = 0;  // sparse kernels: a pure read of the same listed rows (kernels::read_listed_rows)
     std::string baseline;  // the row `speedup` is relative to
     int copies = 0;        // weight copies cycled
 };

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -54,6 +55,42 @@ double measure_read_bandwidth_gbs(int n_threads, int64_t bytes, int reps) {
     for (int r = 0; r < reps; ++r) gbs.push_back(std::max(pass(0), pass(1)));
     std::sort(gbs.begin(), gbs.end());
     return gbs[gbs.size() / 2];
+}
+
+uint64_t read_listed_rows(const void* base, int64_t row_bytes, const int32_t* idx, int64_t n, int n_threads,
+                          bool prefetch) {
+    if (n <= 0 || row_bytes <= 0) return 0;
+    const int nt = static_cast<int>(std::min<int64_t>(n_threads > 0 ? n_threads : omp_get_max_threads(), n));
+    const auto* b = static_cast<const uint8_t*>(base);
+    const int64_t ahead = std::max<int64_t>(1, (int64_t{4096} + row_bytes - 1) / row_bytes);
+    uint64_t total = 0;
+#pragma omp parallel num_threads(nt) reduction(+ : total) if (nt > 1)
+    {
+        const int t = omp_get_thread_num(), team = omp_get_num_threads();
+        const int64_t k0 = n * t / team, k1 = n * (t + 1) / team;
+        using u64x2 = uint64_t __attribute__((vector_size(16)));  // SSE2 loads without ISA flags
+        u64x2 a0 = {0, 0}, a1 = a0;
+        uint64_t tail = 0;
+        for (int64_t k = k0; k < k1; ++k) {
+            if (prefetch && k + ahead < k1) {
+                const uint8_t* q = b + idx[k + ahead] * row_bytes;
+                for (int64_t o = 0; o < row_bytes; o += 64) __builtin_prefetch(q + o, 0, 2);  // 2: into L2
+            }
+            const uint8_t* p = b + idx[k] * row_bytes;
+            int64_t o = 0;
+            for (; o + 32 <= row_bytes; o += 32) {
+                u64x2 w0, w1;
+                std::memcpy(&w0, p + o, 16);
+                std::memcpy(&w1, p + o + 16, 16);
+                a0 += w0;
+                a1 += w1;
+            }
+            for (; o < row_bytes; ++o) tail += p[o];
+        }
+        const u64x2 a = a0 + a1;
+        total += a[0] + a[1] + tail;
+    }
+    return total;
 }
 
 }  // namespace sl::kernels

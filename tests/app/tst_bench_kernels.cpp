@@ -81,6 +81,13 @@ TEST(BenchKernels, QuickJsonIsCompleteAndConsistent) {
         EXPECT_DOUBLE_EQ(row["bytes"].get<double>(), want);
         if (kernel == "input_sparse" || kernel == "output_sparse" || kernel == "fused_mlp") {
             EXPECT_TRUE(densities.count(d)) << d;
+            // The pure read of the same rows, and the target arithmetic made from it.
+            EXPECT_TRUE(finite_positive(row["pattern_read_gbs"]));
+            const double dense_s = row["speedup"].get<double>() * row["median_s"].get<double>();
+            const double read_s = row["bytes"].get<double>() / row["pattern_read_gbs"].get<double>() / 1e9;
+            EXPECT_NEAR(row["read_time_over_d_dense"].get<double>(), read_s / (d * dense_s), 1e-9 * read_s / (d * dense_s));
+            EXPECT_NEAR(row["fraction_of_pattern_read"].get<double>(),
+                        row["gbs"].get<double>() / row["pattern_read_gbs"].get<double>(), 1e-9);
         }
     }
     for (const std::string t : {"F32", "Q8_0", "Q4_0"}) {
