@@ -209,15 +209,22 @@ void chunk_run(float* acc, int n_rows, const uint8_t* const* rows, const float* 
     const int64_t row_lines = (nb * V::bytes + 63) / 64 + 1;
     const int64_t pf_lines = std::min<int64_t>(n_pf * row_lines, k_prefetch_lines);
     const int64_t per_block = nb > 0 ? (pf_lines + nb - 1) / nb : 0;
-    int64_t issued = 0;
+    // A walking pointer: per line one prefetch, one add and one compare. The (row, line) index
+    // arithmetic it replaced cost 7-8% of the whole chunk with the rows in cache and 10-17% from DRAM
+    // (2048x8192 Q4_0, 1 and 2 threads, stop 20).
     int pi = 0;
-    int64_t pl = 0;
+    const uint8_t* pp = n_pf > 0 ? pf[0] : nullptr;
+    const uint8_t* pe = pp ? pp + row_lines * 64 : nullptr;
+    int64_t left = pf_lines;
     const auto prefetch = [&] {
-        for (int64_t q = 0; q < per_block && issued < pf_lines; ++q, ++issued) {
-            _mm_prefetch(reinterpret_cast<const char*>(pf[pi] + pl * 64), _MM_HINT_T1);
-            if (++pl == row_lines) {
-                pl = 0;
-                ++pi;
+        const int64_t q = std::min(per_block, left);
+        left -= q;
+        for (int64_t i = 0; i < q; ++i) {
+            _mm_prefetch(reinterpret_cast<const char*>(pp), _MM_HINT_T1);
+            pp += 64;
+            if (pp == pe && ++pi < n_pf) {
+                pp = pf[pi];
+                pe = pp + row_lines * 64;
             }
         }
     };
