@@ -46,7 +46,7 @@ int run_info(const info_opts& o) {
                           {"bytes", s.bytes}, {"bits_per_weight", s.bits_per_weight()}});
         j["type_mix"] = jm;
         j["embedded_vocab"] = m.vocab.tokens.size();
-        j["tokenizer"] = {{"kind", tokenizer_kind(m.vocab)}, {"model", m.vocab.model}, {"pre", m.vocab.pre},
+        j["tokenizer"] = {{"kind", tokenizer_kind_name(m.vocab)}, {"model", m.vocab.model}, {"pre", m.vocab.pre},
                           {"tokens", m.vocab.tokens.size()}, {"chat_format", chat_format_kind(m.vocab)}};
         j["context_length"] = hp.seq_len;
         nlohmann::json ts = nlohmann::json::array();
@@ -79,7 +79,7 @@ int run_info(const info_opts& o) {
                 mib(b.attention), pct(b.attention), mib(b.mlp), pct(b.mlp), mib(b.embeddings), pct(b.embeddings),
                 mib(b.norms));
     std::printf("           total %.2f MiB of weights; file %.2f MiB\n", mib(b.total()), mib(m.file_bytes));
-    std::printf("tokenizer  %s; chat format %s\n", tokenizer_kind(m.vocab).c_str(), chat_format_kind(m.vocab).c_str());
+    std::printf("tokenizer  %s; chat format %s\n", tokenizer_kind_name(m.vocab).c_str(), chat_format_kind(m.vocab).c_str());
     if (o.tensors) {
         for (const tensor_record& t : m.tensors) {
             std::string shape;

@@ -37,7 +37,7 @@ std::vector<type_share> model_type_mix(const model& m) {
     return mix;
 }
 
-std::string tokenizer_kind(const embedded_vocab& v) {
+std::string tokenizer_kind_name(const embedded_vocab& v) {
     if (v.empty()) return v.model.empty() ? "none embedded" : "'" + v.model + "' (not supported)";
     const std::string n = std::to_string(v.tokens.size()) + " tokens";
     if (v.model == "gpt2") return "byte-level BPE (" + (v.pre.empty() ? std::string("default") : v.pre) + "), " + n;

@@ -119,7 +119,7 @@ result<std::shared_ptr<model_card>> engine::load(const std::string& path, const 
     card->calibration_source = cal_source;
     card->tied_embeddings = m->tied_output;
     card->architecture = arch_summary(m->arch);
-    card->tokenizer_kind = tokenizer_kind(m->vocab);
+    card->tokenizer_kind = tokenizer_kind_name(m->vocab);
     card->chat_format = chat_format_kind(m->vocab);
     for (const type_share& s : model_type_mix(*m))
         card->tensor_types.push_back({std::string(dtype_name(s.type)), s.tensors, s.bytes, s.bits_per_weight()});

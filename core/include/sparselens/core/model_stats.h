@@ -35,7 +35,7 @@ std::vector<type_share> model_type_mix(const model& m);
 // What a model card says about the embedded vocabulary: "byte-level BPE (llama-bpe), 128256 tokens",
 // "SentencePiece, 32000 tokens", "none embedded"; plus the chat format its template is recognised as
 // ("Llama-3", "ChatML", ...; "none" without a template, "unrecognised" for one we cannot name).
-std::string tokenizer_kind(const embedded_vocab& v);
+std::string tokenizer_kind_name(const embedded_vocab& v);
 std::string chat_format_kind(const embedded_vocab& v);
 
 // Parameters (elements) of the same components, independent of storage type.
