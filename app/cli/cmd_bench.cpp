@@ -13,6 +13,7 @@
 #include "bench_kernels.h"
 #include "cli_methods.h"
 #include "sparselens/core/context.h"
+#include "sparselens/core/model_stats.h"
 #include "sparselens/kernels/kernels.h"
 #include "sparselens/kernels/membw.h"
 
@@ -178,12 +179,21 @@ int run_bench(const bench_opts& o) {
             std::error_code ec;
             const auto file_bytes = static_cast<uint64_t>(std::filesystem::file_size(o.model_path, ec));
             const uint64_t rss = rss_bytes();
+            const uint64_t model_weights = model_count_bytes(m).total(), held = ctx.resident_weight_bytes();
             j["memory"] = {{"file_bytes", ec ? 0 : file_bytes},
+                           {"model_weight_bytes", model_weights},
+                           {"resident_weight_bytes", held},
+                           {"resident_weights_over_model_weights", model_weights ? double(held) / model_weights : 0.0},
                            {"layout_bytes", ctx.layout_bytes()},
                            {"rss_bytes", rss},
                            {"rss_over_load_bytes", rss - std::min(rss, rss_before)},
                            {"peak_rss_bytes", peak_rss_bytes()},
                            {"resident_over_file", ec || !file_bytes ? 0.0 : double(rss - std::min(rss, rss_before)) / file_bytes}};
+            if (!o.json)
+                std::printf("weights    %.1f MiB held with the method (%.3fx the model's %.1f MiB: layouts in, replaced "
+                            "matrices out)\n",
+                            double(held) / (1 << 20), model_weights ? double(held) / model_weights : 0.0,
+                            double(model_weights) / (1 << 20));
             if (!o.json)
                 std::printf("memory     file %.1f MiB, resident after the method run %.1f MiB (%.3fx), peak RSS %.1f MiB\n",
                             double(file_bytes) / (1 << 20), double(rss - std::min(rss, rss_before)) / (1 << 20),

@@ -7,6 +7,7 @@
 #include "fused_mlp_cache.h"
 #include "weight_storage.h"
 #include "sparselens/core/context.h"
+#include "sparselens/core/model_stats.h"
 #include "sparselens/kernels/attention.h"
 #include "sparselens/kernels/kernels.h"
 
@@ -38,8 +39,9 @@ void context::set_method(sparsity_method* method) {
     if (m_model->arch.act != glu_activation::silu) m_traits.fused = false;
     m_fused.reset();
     reset_density();
-    if (!method) {  // the plain forward reads the row-major matrices
+    if (!method) {  // the plain forward reads the row-major matrices (released pages fault back in)
         m_layouts.clear();
+        m_released_bytes = 0;
         return;
     }
     // One layout per matrix for the union of the reserved traits and this method's.
@@ -62,6 +64,7 @@ void context::set_method(sparsity_method* method) {
     if (!same) {
         m_layouts.clear();
         m_layouts.resize(n_layers);
+        m_released_bytes = 0;
         const weight_storage* ws = m_model->storage.get();
         for (size_t l = 0; l < n_layers; ++l) {
             for (int p = 0; p < proj_count; ++p) {
@@ -73,7 +76,8 @@ void context::set_method(sparsity_method* method) {
                 // Gate/up rows stay for output-sparse neurons and the fused cache's bundle copies.
                 const bool rows_used = (p == static_cast<int>(proj::gate) || p == static_cast<int>(proj::up)) &&
                                        (neurons || fused);
-                if (!rows_used && ws && ws->file) ws->file->release(w.data, static_cast<uint64_t>(w.bytes()));
+                if (!rows_used && ws && ws->file && ws->file->release(w.data, static_cast<uint64_t>(w.bytes())))
+                    m_released_bytes += static_cast<uint64_t>(w.bytes());
             }
         }
     }
@@ -90,6 +94,11 @@ uint64_t context::layout_bytes() const {
         for (int p = 0; p < proj_count; ++p)
             if (ll.has[p]) bytes += ll.t[p].bytes.size();
     return bytes;
+}
+
+uint64_t context::resident_weight_bytes() const {
+    const uint64_t model_bytes = model_count_bytes(*m_model).total();
+    return model_bytes - std::min(model_bytes, m_released_bytes) + layout_bytes() + fused_stats().memory_bytes;
 }
 
 void context::reset_density() {

@@ -19,19 +19,18 @@ mapped_file::~mapped_file() {
     if (m_fd >= 0) ::close(m_fd);
 }
 
-void mapped_file::release(const void* p, uint64_t bytes) const {
+bool mapped_file::release(const void* p, uint64_t bytes) const {
     const auto b = reinterpret_cast<uintptr_t>(p), base = reinterpret_cast<uintptr_t>(data);
-    if (!mmapped || !data || b < base || b + bytes > base + size || bytes == 0) return;
+    if (!mmapped || !data || b < base || b + bytes > base + size || bytes == 0) return false;
     const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
     const uintptr_t lo = (b + page - 1) / page * page, hi = (b + bytes) / page * page;
-    if (hi <= lo) return;
-    if (m_anon_bytes == 0) {
-        ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);  // advisory: failure keeps pages
-        return;
-    }
+    if (hi <= lo) return false;
+    if (m_anon_bytes == 0)  // advisory: failure keeps pages
+        return ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED) == 0;
     // The huge-page copy: put the file's pages back over the range (same bytes, faulted in on a later
     // read, as for the plain mapping) so its anonymous memory is freed. On failure the copy stays.
-    ::mmap(reinterpret_cast<void*>(lo), hi - lo, PROT_READ, MAP_PRIVATE | MAP_FIXED, m_fd, static_cast<off_t>(lo - base));
+    return ::mmap(reinterpret_cast<void*>(lo), hi - lo, PROT_READ, MAP_PRIVATE | MAP_FIXED, m_fd,
+                  static_cast<off_t>(lo - base)) != MAP_FAILED;
 }
 
 namespace {

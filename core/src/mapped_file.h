@@ -36,7 +36,8 @@ struct mapped_file {
     // Drops this process's resident pages wholly inside [p, p + bytes) when they are mapped from the
     // file (a read-only private mapping: a later read faults them back in from the file, so this is
     // safe while views still point there). A no-op for heap copies and for ranges outside the file.
-    void release(const void* p, uint64_t bytes) const;
+    // True when the range's whole pages were handed back (false: nothing was, the bytes stay resident).
+    bool release(const void* p, uint64_t bytes) const;
     // True when the bytes were copied from the file mapping into anonymous memory on transparent huge
     // pages (huge_page_weights_wanted(); mmapped stays true: release() maps the file back over a range).
     bool on_huge_pages() const { return m_anon_bytes != 0; }

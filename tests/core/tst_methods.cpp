@@ -8,6 +8,7 @@
 #include "sparselens/core/methods.h"
 #include "sparselens/core/model.h"
 #include "sparselens/core/tokenizer.h"
+#include "sparselens/core/model_stats.h"
 #include "stories_fixture.h"
 
 namespace {
@@ -168,6 +169,48 @@ TEST(Methods, DipCaWithGammaOneEqualsDipAndLowGammaFavoursCache) {
     const double h1 = hit_rate(1.0f), h02 = hit_rate(0.2f);
     std::printf("LFU stand-in hit rate at 50%% density: gamma 1 -> %.3f, gamma 0.2 -> %.3f\n", h1, h02);
     EXPECT_GT(h02, h1);
+}
+
+// The issue-12 memory metric: a layout replaces the matrix it transposes, so with a mapped file (whose
+// replaced pages are handed back) an F32 model's weights stay resident once; read into memory, nothing
+// can be handed back and the layouts come on top; a fused method adds its compact buffers.
+TEST(Methods, ResidentWeightBytesCountLayoutsInAndReplacedMatricesOut) {
+    for (bool mapped : {true, false}) {
+        sl::model_load_params lp = sl::model_default_load_params();
+        lp.use_mmap = mapped;
+        auto m = sl::model_load(sl::test::shared_path("models/stories260K_f32.bin"), lp);
+        ASSERT_TRUE(m.ok()) << m.message();
+        const uint64_t weights = sl::model_count_bytes(*m).total();
+        auto ctx = sl::context::create(*m);
+        ASSERT_TRUE(ctx.ok());
+        EXPECT_EQ(ctx->resident_weight_bytes(), weights);
+        sl::method_config c = sl::method_default_config();
+        c.name = "dip";
+        c.density = 0.5f;
+        auto dip = sl::make_method(c, *m, nullptr);
+        ASSERT_TRUE(dip.ok()) << dip.message();
+        ctx->set_method(dip->get());
+        ASSERT_GT(ctx->layout_bytes(), 0u);
+        // DIP lays out all three MLP matrices (F32: as many bytes, plus each buffer's alignment slack).
+        const uint64_t mlp = sl::model_count_bytes(*m).mlp;
+        EXPECT_EQ(ctx->resident_weight_bytes(), (mapped ? weights - mlp : weights) + ctx->layout_bytes()) << mapped;
+        EXPECT_LE(ctx->layout_bytes(), mlp + 64 * 3 * m->layers.size());
+        c.name = "griffin";
+        auto griffin = sl::make_method(c, *m, nullptr);
+        ASSERT_TRUE(griffin.ok()) << griffin.message();
+        ctx->set_method(griffin->get());
+        std::vector<float> logits(static_cast<size_t>(m->hp.vocab_size) * 8);
+        ctx->prefill({fx().tokens.data(), 8}, 0, logits.data());
+        for (int32_t p = 8; p < 11; ++p) ctx->decode(fx().tokens[static_cast<size_t>(p)], p);
+        const uint64_t compact = ctx->fused_stats().memory_bytes;
+        EXPECT_GT(compact, 0u);
+        // GRIFFIN keeps gate/up rows (its experts are rows) and replaces down with its F32 layout.
+        const uint64_t down = static_cast<uint64_t>(m->layers.size()) * m->hp.dim * m->hp.hidden_dim * 4;
+        EXPECT_EQ(ctx->resident_weight_bytes(), (mapped ? weights - down : weights) + ctx->layout_bytes() + compact)
+            << mapped;
+        ctx->set_method(nullptr);
+        EXPECT_EQ(ctx->resident_weight_bytes(), weights);
+    }
 }
 
 TEST(Methods, FactoryErrors) {

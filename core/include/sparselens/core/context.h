@@ -34,7 +34,7 @@ struct fused_mlp_stats {
     int64_t left = 0;           // neurons whose slot was freed (nothing is copied for them)
     uint64_t bytes_copied = 0;  // entered * bundle bytes
     double update_seconds = 0;  // wall time of the updates (bookkeeping and copies)
-    uint64_t memory_bytes = 0;  // what the caches hold: input-major down copies + compact buffers
+    uint64_t memory_bytes = 0;  // what the caches' compact buffers hold (the down layout is in layout_bytes())
 
     // Share of the active neurons that are new since the previous token: the mask change rate.
     double mask_change_rate() const { return active > 0 ? static_cast<double>(entered) / active : 0.0; }
@@ -82,6 +82,10 @@ public:
     // Only the single-token sparse path (a method attached) reads from it; fused methods are not offloaded.
     void set_mlp_source(mlp_weight_source* s) { m_mlp_source = s; }
     uint64_t layout_bytes() const;
+    // Weight bytes this context keeps resident: the model's weight tensors, minus the row-major
+    // matrices a layout replaced whose pages were handed back, plus the layouts and a fused method's
+    // compact buffers (the issue-12 memory metric; `bench --json` reports it over the model's weights).
+    uint64_t resident_weight_bytes() const;
     // Differential-cache statistics of a fused method (all zero otherwise).
     fused_mlp_stats fused_stats() const;
 
@@ -131,6 +135,7 @@ private:
     mlp_weight_source* m_mlp_source = nullptr;
     bool m_prompt_open = false;
     std::vector<layer_layouts> m_layouts;
+    uint64_t m_released_bytes = 0;  // row-major bytes the layouts replaced and gave back (set_method)
     layer_masks m_masks;
     std::vector<layer_density> m_density_sum;
     int64_t m_density_tokens = 0;
