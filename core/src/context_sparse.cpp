@@ -34,9 +34,12 @@ void context::set_method(sparsity_method* method) {
     m_method = method;
     m_prompt_open = false;
     m_traits = method ? method->traits() : method_traits{};
-    // The fused kernel computes SwiGLU only; other activations run the same neuron sets through the
-    // unfused output-sparse gate/up and input-sparse down kernels.
-    if (m_model->arch.act != glu_activation::silu) m_traits.fused = false;
+    // The fused path needs the SwiGLU kernel and bundles that are exact copies of the weights (a K-quant
+    // file's would be re-encoded: other rounding than the unfused kernels, more bytes, no speed-up).
+    // Otherwise the same neuron sets run through the unfused output-sparse gate/up and input-sparse
+    // down kernels.
+    const bool fusable = m_model->arch.act == glu_activation::silu && fused_bundles_keep_types(*m_model);
+    if (!fusable) m_traits.fused = false;
     m_fused.reset();
     reset_density();
     if (!method) {  // the plain forward reads the row-major matrices (released pages fault back in)
@@ -46,7 +49,7 @@ void context::set_method(sparsity_method* method) {
     }
     // One layout per matrix for the union of the reserved traits and this method's.
     const method_traits& r = m_reserved;
-    const bool fused = m_traits.fused || (r.fused && m_model->arch.act == glu_activation::silu);
+    const bool fused = m_traits.fused || (r.fused && fusable);
     const bool attn = m_traits.attn_inputs || r.attn_inputs, o_in = m_traits.o_input || r.o_input;
     const bool mlp_in = m_traits.mlp_inputs || r.mlp_inputs;
     const bool neurons = m_traits.neurons_pre || m_traits.neurons_post || r.neurons_pre || r.neurons_post;

@@ -15,13 +15,11 @@ namespace {
 // The bundle type: the layouts' own when all three share it and dim is whole blocks of it, so copies
 // are memcpys (K-quants as the down layout is written, dtype_replacing_layout_type); mixed quantized
 // types (a Q4_K_M layer with a Q6_K down) meet in Q8_0, finer than each; otherwise F32, which
-// represents every source type exactly.
-dtype pick_bundle_type(const layer_weights& lw, const tensor_view& down_t, int64_t dim) {
-    dtype t = dtype_replacing_layout_type(lw.w_gate.type);
-    if (dtype_replacing_layout_type(lw.w_up.type) != t || down_t.type != t) {
-        const bool quantized = dtype_is_quantized(lw.w_gate.type) && dtype_is_quantized(lw.w_up.type) &&
-                               dtype_is_quantized(down_t.type);
-        if (!quantized) return dtype::f32;
+// represents every source type exactly. `down` is the type of the down projection's input-major layout.
+dtype pick_bundle_type(dtype gate, dtype up, dtype down, int64_t dim) {
+    dtype t = dtype_replacing_layout_type(gate);
+    if (dtype_replacing_layout_type(up) != t || down != t) {
+        if (!dtype_is_quantized(gate) || !dtype_is_quantized(up) || !dtype_is_quantized(down)) return dtype::f32;
         t = dtype::q8_0;
     }
     return dim % dtype_block_elems(t) == 0 ? t : dtype::f32;
@@ -40,9 +38,23 @@ void convert_row(dtype from, const void* src, dtype to, void* dst, int64_t n, st
 
 }  // namespace
 
+bool fused_bundles_keep_types(const model& m) {
+    for (const layer_weights& lw : m.layers) {
+        // The down layout context::set_method builds (and the cache copies its columns from).
+        const dtype down = kernels::input_major_type(lw.w_down);
+        const dtype t = pick_bundle_type(lw.w_gate.type, lw.w_up.type, down, m.hp.dim);
+        if (t != lw.w_gate.type || t != lw.w_up.type || t != down) return false;
+    }
+    return true;
+}
+
 differential_bundle_cache::differential_bundle_cache(const layer_weights& lw, const tensor_view& down_t, int64_t dim,
                                                      int64_t hidden)
-    : m_lw(&lw), m_dim(dim), m_hidden(hidden), m_type(pick_bundle_type(lw, down_t, dim)), m_down_t(down_t) {
+    : m_lw(&lw),
+      m_dim(dim),
+      m_hidden(hidden),
+      m_type(pick_bundle_type(lw.w_gate.type, lw.w_up.type, down_t.type, dim)),
+      m_down_t(down_t) {
     assert(lw.w_gate.rows == hidden && lw.w_gate.cols == dim && down_t.rows == hidden && down_t.cols == dim);
     m_view.type = m_type;
     m_view.dim = dim;

@@ -21,7 +21,8 @@ namespace sl {
 // down (one contiguous row per down column; it replaces the row-major down, see context::set_method),
 // not from a second copy of anything: the extra memory is the compact buffer alone. The bundle type is
 // the weights' type when gate, up and the down layout share it (and dim allows its blocks; then every
-// copy is a memcpy and the bundles equal kernels::make_bundles'), else F32 (rows are converted).
+// copy is a memcpy and the bundles equal kernels::make_bundles'), else Q8_0 for mixed quantized types or
+// F32 (rows are converted). context::set_method only builds caches when fused_bundles_keep_types.
 class differential_bundle_cache {
 public:
     // down_t: the layer's down projection input-major ([hidden, dim]); it must outlive the cache.
@@ -58,6 +59,13 @@ private:
     std::vector<float> m_glu_compact;  // GLU per entry of m_run
     std::vector<float> m_row;          // conversion scratch
 };
+
+// Whether every layer's bundles would be exact copies of its weights: the bundle type equals gate's, up's
+// and the down layout's (kernels::input_major_type(w_down)) own. Otherwise (K-quant gate/up, re-encoded
+// as Q4_0 or Q8_0; Q8_0 rows beside an F32 down, widened to F32) a bundle would round differently from
+// the unfused kernels, which read the original rows, and hold more bytes per neuron than the file for
+// no measured speed gain (docs/results.md), so fused methods run the unfused kernels instead.
+bool fused_bundles_keep_types(const model& m);
 
 // Every layer's cache plus the kernel scratch: what context keeps while a fused method is attached.
 struct fused_mlp_state {

@@ -5,7 +5,9 @@
 // given the pack's per-layer unit sizes, must count the same bytes.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -64,6 +66,75 @@ TEST(OffloadKQuant, PackCarriesPerLayerUnitTypes) {
     EXPECT_EQ(p->groups[1].max_unit_bytes, down3.unit_bytes);
     EXPECT_EQ(p->region(0, 0).segments[0].type, dtype::q4_0);  // W_up / W_gate columns: Q4_K -> Q4_0
     EXPECT_TRUE(pack_verify(*p).ok());
+}
+
+// Forwards every hook of `inner` with method_traits::fused cleared: the same neuron sets on the unfused
+// kernels (output-sparse gate/up rows, input-sparse down columns).
+struct unfused : sparsity_method {
+    sparsity_method& inner;
+    explicit unfused(sparsity_method& m) : inner(m) {}
+    std::string name() const override { return inner.name(); }
+    method_traits traits() const override {
+        method_traits t = inner.traits();
+        t.fused = false;
+        return t;
+    }
+    void begin_sequence() override { inner.begin_sequence(); }
+    void end_prompt(int32_t n) override { inner.end_prompt(n); }
+    void select_attn_inputs(const token_info& t, std::span<const float> x, layer_masks& m) override {
+        inner.select_attn_inputs(t, x, m);
+    }
+    void select_o_input(const token_info& t, std::span<const float> x, layer_masks& m) override {
+        inner.select_o_input(t, x, m);
+    }
+    void select_mlp_inputs(const token_info& t, std::span<const float> x, layer_masks& m) override {
+        inner.select_mlp_inputs(t, x, m);
+    }
+    const index_mask* planned_neurons(int32_t layer) const override { return inner.planned_neurons(layer); }
+    void select_after_first(const token_info& t, std::span<const float> first, layer_masks& m) override {
+        inner.select_after_first(t, first, m);
+    }
+    void select_down(const token_info& t, std::span<const float> glu, layer_masks& m) override {
+        inner.select_down(t, glu, m);
+    }
+};
+
+// The fused MLP copies neuron bundles only when the copies are the weights' own bytes: Q4_K gate/up rows
+// would be re-encoded (Q4_0, or Q8_0 beside a Q6_K down), which changes the numerics and costs more memory
+// than it saves time. So the fused methods run unfused on this file: no cache update, and the logits equal
+// the same method's with the fused trait cleared, bit for bit, while the MLP really is sparse.
+TEST(OffloadKQuant, FusedMethodsRunUnfusedOnKQuantBundles) {
+    const fixture& f = kq();
+    const int32_t n_prompt = 12, n_gen = 6;
+    const size_t vocab = static_cast<size_t>(f.m.hp.vocab_size);
+    for (const char* name : {"griffin", "sparsellm"}) {
+        SCOPED_TRACE(name);
+        auto as_is = method(f, name), inner = method(f, name);
+        ASSERT_TRUE(as_is->traits().fused);
+        unfused forced(*inner);
+        context a = context::create(f.m).value(), b = context::create(f.m).value();
+        a.set_method(as_is.get());
+        b.set_method(&forced);
+        EXPECT_EQ(a.layout_bytes(), b.layout_bytes());
+        const std::span<const int32_t> prompt(f.tokens.data(), static_cast<size_t>(n_prompt));
+        const float* pa = a.prefill(prompt, 0);
+        std::vector<float> want(pa, pa + vocab);
+        const float* pb = b.prefill(prompt, 0);
+        EXPECT_EQ(std::memcmp(want.data(), pb, vocab * sizeof(float)), 0) << "prompt logits";
+        a.reset_density();
+        for (int32_t pos = n_prompt; pos < n_prompt + n_gen; ++pos) {
+            const int32_t tok = f.tokens[static_cast<size_t>(pos)];
+            const float* ga = a.decode(tok, pos);
+            want.assign(ga, ga + vocab);
+            EXPECT_EQ(std::memcmp(want.data(), b.decode(tok, pos), vocab * sizeof(float)), 0) << "pos " << pos;
+        }
+        EXPECT_EQ(a.fused_stats().updates, 0) << "the fused cache was used";
+        EXPECT_EQ(a.fused_stats().memory_bytes, 0u) << "no compact bundle buffer is held";
+        double mlp = 0.0;
+        for (const layer_density& d : a.density_sum()) mlp += d.mlp();
+        mlp /= static_cast<double>(a.density_sum().size()) * static_cast<double>(a.density_tokens());
+        EXPECT_NEAR(mlp, 0.5, 0.01) << "generation ran the method's neuron sets";
+    }
 }
 
 TEST(OffloadKQuant, DipIsBitIdenticalToInRam) { expect_identical_to_in_ram(kq(), "dip", "dip", "auto", 3); }

@@ -88,6 +88,9 @@ struct method_traits {
     // differentially (only neurons entering the set are copied; see context::fused_stats). Such a
     // method sets only neurons_pre on those tokens (select_after_first / select_down are not called);
     // when neurons_pre is all, the ordinary path runs, so full density stays bit-identical to dense.
+    // A request, not a promise: the engine runs it only on SwiGLU models whose bundles are exact copies
+    // of the weights (gate, up and the down layout of one type, e.g. F32, Q8_0, Q4_0 files; not K-quants,
+    // whose bundles would be re-encoded); elsewhere the same neuron sets take the unfused kernels.
     bool fused = false;
     // Split MLP (FFSplit): the method owns a compact, re-encoded copy of every layer's MLP
     // (split_layer) and the engine runs that instead of the model's gate/up/down; no MLP hook is
