@@ -3,6 +3,7 @@
 #include <cassert>
 
 #include "fused_mlp_cache.h"
+#include "weight_storage.h"
 #include "sparselens/core/context.h"
 #include "sparselens/kernels/sparse.h"
 
@@ -17,6 +18,16 @@ void context::mlp_fused(int32_t l, const token_info& ti) {
     const index_mask& rows = m_masks.neurons_pre;
     differential_bundle_cache& cache = m_fused->layers[static_cast<size_t>(l)];
     cache.update(rows.idx, m_fused->stats);
+    // A fixed set (GRIFFIN's experts) is in the buffer after its first token: the row-major gate/up are
+    // not read again before the next prompt, whose dense rows fault the pages back in (same bytes, from
+    // the file; mlp_sparse clears the mark).
+    if (m_traits.fused_fixed && !m_observer && !m_rows_paged[static_cast<size_t>(l)]) {
+        const weight_storage* ws = m_model->storage.get();
+        bool paged = ws && ws->file;
+        for (const tensor_view* w : {&lw.w_gate, &lw.w_up})
+            paged = paged && ws->file->release(w->data, static_cast<uint64_t>(w->bytes()));
+        m_rows_paged[static_cast<size_t>(l)] = paged ? 1 : 0;
+    }
 
     if (m_observer) {
         // The fused kernel yields only the GLU; pre-activations are computed for observers alone, from

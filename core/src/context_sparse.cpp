@@ -41,6 +41,7 @@ void context::set_method(sparsity_method* method) {
     const bool fusable = m_model->arch.act == glu_activation::silu && fused_bundles_keep_types(*m_model);
     if (!fusable) m_traits.fused = false;
     m_fused.reset();
+    m_rows_paged.assign(m_model->layers.size(), 0);
     reset_density();
     if (!method) {  // the plain forward reads the row-major matrices (released pages fault back in)
         m_layouts.clear();
@@ -101,7 +102,11 @@ uint64_t context::layout_bytes() const {
 
 uint64_t context::resident_weight_bytes() const {
     const uint64_t model_bytes = model_count_bytes(*m_model).total();
-    return model_bytes - std::min(model_bytes, m_released_bytes) + layout_bytes() + fused_stats().memory_bytes;
+    uint64_t out = m_released_bytes;
+    for (size_t l = 0; l < m_rows_paged.size(); ++l)
+        if (m_rows_paged[l])
+            out += static_cast<uint64_t>(m_model->layers[l].w_gate.bytes() + m_model->layers[l].w_up.bytes());
+    return model_bytes - std::min(model_bytes, out) + layout_bytes() + fused_stats().memory_bytes;
 }
 
 void context::reset_density() {
@@ -208,6 +213,11 @@ void context::mlp_sparse(int32_t l, const token_info& ti) {
         mlp_fused(l, ti);  // context_fused.cpp
         return;
     }
+    if (!m_rows_paged.empty()) m_rows_paged[static_cast<size_t>(l)] = 0;  // the rows below fault back in
+    // A fixed fused set (GRIFFIN) is chosen again after this prompt: its old copy goes now, so the copy
+    // and the whole MLP are never resident together for more than one layer (peak memory), and each
+    // sequence's copy is filled afresh (its slot order, hence its bits, never depend on the last one).
+    if (m_traits.fused_fixed && m_fused) m_fused->layers[static_cast<size_t>(l)].clear();
     // Offloaded weights: the source loads what these masks need (a failure leaves this layer's output 0;
     // the caller sees the source's error after the token and discards it).
     mlp_views src;

@@ -6,6 +6,10 @@
 #include <chrono>
 #include <cstring>
 
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
 #include "sparselens/kernels/kernels.h"
 
 namespace sl {
@@ -73,6 +77,23 @@ void differential_bundle_cache::grow(int64_t capacity) {
     m_capacity = capacity;
     m_view.n_neurons = capacity;
     m_view.data = m_compact.data();
+}
+
+void differential_bundle_cache::clear() {
+    if (m_capacity == 0) return;
+    std::fill(m_slot_of.begin(), m_slot_of.end(), -1);
+    std::vector<uint8_t>().swap(m_compact);
+#ifdef __GLIBC__
+    // A freed buffer of this size (MiBs) usually stays in glibc's heap once its mmap threshold has
+    // grown: hand the pages back, or the memory this clear is for is never returned.
+    malloc_trim(0);
+#endif
+    m_neuron_at.clear();
+    m_free.clear();
+    m_run.clear();
+    m_capacity = 0;
+    m_view.n_neurons = 0;
+    m_view.data = nullptr;
 }
 
 void differential_bundle_cache::copy_neuron(int32_t j, int32_t slot) {

@@ -35,6 +35,9 @@ public:
     // [hidden]) receives the GLU values at the neurons' positions and 0 elsewhere.
     void run(const float* x, float* y, float* glu, float* scratch, int n_threads);
 
+    // Drops every slot and frees the buffer (the next update copies its whole active set afresh).
+    void clear();
+
     int64_t bundle_bytes() const { return m_view.bundle_bytes(); }
     uint64_t memory_bytes() const { return m_compact.size(); }
     int64_t capacity() const { return m_capacity; }

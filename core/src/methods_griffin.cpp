@@ -28,6 +28,7 @@ public:
         t.down_in = true;      // prompt: read the dense GLU (down_in is left all)
         t.down_observe_only = true;
         t.fused = true;        // the experts' bundles stay in the compact buffer: copied once, then reused
+        t.fused_fixed = true;  // and the rest of gate/up may leave memory until the next prompt
         return t;
     }
 

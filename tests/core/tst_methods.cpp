@@ -173,7 +173,8 @@ TEST(Methods, DipCaWithGammaOneEqualsDipAndLowGammaFavoursCache) {
 
 // The issue-12 memory metric: a layout replaces the matrix it transposes, so with a mapped file (whose
 // replaced pages are handed back) an F32 model's weights stay resident once; read into memory, nothing
-// can be handed back and the layouts come on top; a fused method adds its compact buffers.
+// can be handed back and the layouts come on top; a fused method adds its compact buffers, and a fixed
+// fused set (GRIFFIN) hands back gate/up between prompts.
 TEST(Methods, ResidentWeightBytesCountLayoutsInAndReplacedMatricesOut) {
     for (bool mapped : {true, false}) {
         sl::model_load_params lp = sl::model_default_load_params();
@@ -204,10 +205,17 @@ TEST(Methods, ResidentWeightBytesCountLayoutsInAndReplacedMatricesOut) {
         for (int32_t p = 8; p < 11; ++p) ctx->decode(fx().tokens[static_cast<size_t>(p)], p);
         const uint64_t compact = ctx->fused_stats().memory_bytes;
         EXPECT_GT(compact, 0u);
-        // GRIFFIN keeps gate/up rows (its experts are rows) and replaces down with its F32 layout.
-        const uint64_t down = static_cast<uint64_t>(m->layers.size()) * m->hp.dim * m->hp.hidden_dim * 4;
-        EXPECT_EQ(ctx->resident_weight_bytes(), (mapped ? weights - down : weights) + ctx->layout_bytes() + compact)
+        // GRIFFIN keeps gate/up rows for its prompts and replaces down with its F32 layout; once the
+        // experts are copied (fixed until the next prompt) the gate/up pages are handed back too.
+        EXPECT_EQ(ctx->resident_weight_bytes(), (mapped ? weights - mlp : weights) + ctx->layout_bytes() + compact)
             << mapped;
+        // The next prompt reads gate/up densely again and drops the old copy.
+        const uint64_t down = static_cast<uint64_t>(m->layers.size()) * m->hp.dim * m->hp.hidden_dim * 4;
+        ctx->prefill({fx().tokens.data() + 11, 4}, 11, logits.data());
+        EXPECT_EQ(ctx->fused_stats().memory_bytes, 0u);
+        EXPECT_EQ(ctx->resident_weight_bytes(), (mapped ? weights - down : weights) + ctx->layout_bytes()) << mapped;
+        ctx->decode(fx().tokens[15], 15);
+        EXPECT_GT(ctx->fused_stats().memory_bytes, 0u);
         ctx->set_method(nullptr);
         EXPECT_EQ(ctx->resident_weight_bytes(), weights);
     }

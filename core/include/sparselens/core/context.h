@@ -83,8 +83,10 @@ public:
     void set_mlp_source(mlp_weight_source* s) { m_mlp_source = s; }
     uint64_t layout_bytes() const;
     // Weight bytes this context keeps resident: the model's weight tensors, minus the row-major
-    // matrices a layout replaced whose pages were handed back, plus the layouts and a fused method's
-    // compact buffers (the issue-12 memory metric; `bench --json` reports it over the model's weights).
+    // matrices a layout replaced whose pages were handed back (and the gate/up pages a fixed fused set
+    // handed back until the next prompt, method_traits::fused_fixed), plus the layouts and a fused
+    // method's compact buffers (the issue-12 memory metric; `bench --json` reports it over the model's
+    // weights).
     uint64_t resident_weight_bytes() const;
     // Differential-cache statistics of a fused method (all zero otherwise).
     fused_mlp_stats fused_stats() const;
@@ -136,6 +138,7 @@ private:
     bool m_prompt_open = false;
     std::vector<layer_layouts> m_layouts;
     uint64_t m_released_bytes = 0;  // row-major bytes the layouts replaced and gave back (set_method)
+    std::vector<uint8_t> m_rows_paged;  // per layer: gate/up pages handed back after a fixed fused copy
     layer_masks m_masks;
     std::vector<layer_density> m_density_sum;
     int64_t m_density_tokens = 0;

@@ -92,6 +92,12 @@ struct method_traits {
     // of the weights (gate, up and the down layout of one type, e.g. F32, Q8_0, Q4_0 files; not K-quants,
     // whose bundles would be re-encoded); elsewhere the same neuron sets take the unfused kernels.
     bool fused = false;
+    // With `fused`: the active set stays fixed from one prompt to the next (GRIFFIN's experts). Once a
+    // layer's bundles are copied, the engine hands back the pages of its row-major gate/up (file-mapped:
+    // the next prompt, which reads them densely, faults them back in), so generation keeps the
+    // experts' copy and the down layout resident instead of the whole MLP plus the copy. Not while an
+    // observer is attached (it reads those rows every token).
+    bool fused_fixed = false;
     // Split MLP (FFSplit): the method owns a compact, re-encoded copy of every layer's MLP
     // (split_layer) and the engine runs that instead of the model's gate/up/down; no MLP hook is
     // called and the MLP density reported is the split's bytes over the dense bytes.
