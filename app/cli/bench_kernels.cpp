@@ -228,16 +228,16 @@ private:
     }
 
     // GB/s of a pure read of the same listed rows on the same copies (kernels::read_listed_rows): the
-    // ceiling of that access pattern, whatever the arithmetic; the better of software prefetching
-    // into L2 and the hardware prefetchers alone.
+    // ceiling of that access pattern, whatever the arithmetic: the best of three ways of prefetching
+    // (none, listed rows ahead into L2, ahead within the row into L1).
     double pattern_gbs(const copies& set, int64_t row_bytes, const std::vector<std::vector<int32_t>>& l) const {
         volatile uint64_t sink = 0;  // the checksum stays observable
         double best = 0;
-        for (bool pf : {true, false}) {
+        for (int mode : {0, 1, 2}) {
             const timing tm = time_calls(set.size(), m_p.reps, [&](int64_t c, int r) {
                 const auto& idx = l[static_cast<size_t>(r / set.size() % 3)];
                 sink = sink + k::read_listed_rows(set[c], row_bytes, idx.data(), static_cast<int64_t>(idx.size()),
-                                                  m_p.threads, pf);
+                                                  m_p.threads, mode);
             });
             best = std::max(best, static_cast<double>(static_cast<int64_t>(l[0].size()) * row_bytes) / tm.median / 1e9);
         }

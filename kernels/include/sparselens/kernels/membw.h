@@ -13,13 +13,16 @@ namespace sl::kernels {
 // cannot be allocated or bytes/reps are not positive.
 double measure_read_bandwidth_gbs(int n_threads, int64_t bytes = int64_t{1} << 30, int reps = 5);
 
-// One pure read of the listed rows base + idx[k] * row_bytes (k < n), no arithmetic: the ceiling of that
-// access pattern, which sparse kernels reading the same rows are measured against. Threads take
-// contiguous shares of the list, as the sparse kernels split it; with `prefetch` each also prefetches
-// the rows ~4 KiB ahead into L2, as the gathers do (without: the hardware prefetchers alone, as the
-// dense rows stream). n_threads <= 0: OpenMP's default. Returns a checksum of the bytes (keep it
-// observable, so the reads are not elided).
+// One pure read of the listed rows base + idx[k] * row_bytes (k < n), no arithmetic: the access pattern
+// that sparse kernels reading the same rows are measured against. Threads take contiguous shares of the
+// list, as the sparse kernels split it. mode 0: the hardware prefetchers alone (as dense rows stream);
+// 1: each thread also prefetches the rows ~4 KiB ahead in its list into L2, as the gathers do; 2:
+// prefetch ahead within each row into L1, as the dense kernels do. Rows of whole 128-byte groups at a
+// 32-byte aligned base are read with the active ISA's widest loads, others with 16-byte loads.
+// n_threads <= 0: OpenMP's default. Returns a checksum (keep it observable, so the reads are not
+// elided): for rows not read by the SIMD path, the sum of their 8-byte words over whole 32-byte groups
+// plus their remaining bytes.
 uint64_t read_listed_rows(const void* base, int64_t row_bytes, const int32_t* idx, int64_t n, int n_threads,
-                          bool prefetch);
+                          int mode);
 
 }  // namespace sl::kernels
