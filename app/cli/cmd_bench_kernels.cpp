@@ -1,6 +1,7 @@
 // `sparselens bench kernels`: the kernel benchmark table (or JSON) with the speed targets checked.
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 
 #include "bench_kernels.h"
@@ -73,6 +74,11 @@ bool pattern_bound(const kernel_bench_row& row, double want_speedup) {
     return read_t_over_d_dense(row) > 1.0 / (want_speedup * row.density);
 }
 
+std::string env_or(const char* name, const char* fallback) {
+    const char* v = std::getenv(name);
+    return v ? v : fallback;
+}
+
 // The targets, evaluated on this run's medians.
 struct target {
     std::string name;
@@ -117,6 +123,9 @@ std::vector<target> evaluate(const kernel_bench_result& r) {
 void print_table(const kernel_bench_result& r, const std::vector<target>& targets) {
     std::printf("roofline   measured read bandwidth %.2f GB/s before, %.2f GB/s after (%d threads, %s)\n",
                 r.read_bw_gbs, r.read_bw_end_gbs, r.threads, r.isa.c_str());
+    // Small calls pay a worker's wake-up (10-90 us on a VM) unless workers spin: part of the numbers.
+    std::printf("openmp     wait policy %s, spin count %s\n", env_or("OMP_WAIT_POLICY", "default").c_str(),
+                env_or("GOMP_SPINCOUNT", "default").c_str());
     std::printf(
         "setup      working set %.2f GB per measurement, median of %d calls, %s pages, OpenBLAS %s, Eigen %s\n\n",
         r.working_set_gb, r.reps, r.huge_pages ? "huge" : "4 KiB", r.have_openblas ? "yes" : "no",
@@ -183,6 +192,8 @@ nlohmann::json to_json(const kernel_bench_result& r, const std::vector<target>& 
     j["openblas"] = r.have_openblas;
     j["eigen"] = r.have_eigen;
     j["huge_pages"] = r.huge_pages;
+    j["omp_wait_policy"] = env_or("OMP_WAIT_POLICY", "default");
+    j["gomp_spincount"] = env_or("GOMP_SPINCOUNT", "default");
     j["results"] = nlohmann::json::array();
     for (const kernel_bench_row& row : r.rows) {
         j["results"].push_back({{"kernel", row.kernel},
