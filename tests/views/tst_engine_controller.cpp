@@ -112,6 +112,9 @@ private slots:
         const auto stats = arg0<generation_stats>(done, 0);
         QCOMPARE(stats.generation, gen);
         QCOMPARE(stats.text, reference_text(req.prompt, req.steps));
+        // The weights the engine held, next to the model's (the prompt panel shows the ratio).
+        QVERIFY(stats.model_weights > 0);
+        QVERIFY(stats.weights_in_ram >= stats.model_weights / 2 && stats.weights_in_ram <= 3 * stats.model_weights);
 
         // Streamed in batches: every position once, in order, far fewer signals than tokens.
         std::vector<token_event> all;

@@ -218,6 +218,8 @@ result<engine::generated> engine::generate(const generate_request& req, const st
     st.sim_tokens_per_s = cache.value()->tokens_per_s();
     st.sim_hit_rate = cache.value()->hit_rate();
     st.mean_kld = kld_n > 0 ? kld_sum / kld_n : -1.0;
+    st.weights_in_ram = ctx.resident_weight_bytes();
+    st.model_weights = model_count_bytes(ctx.get_model()).total();
     st.stopped = stopped;
     if (r) st.stop_reason = stop_reason_text(*r, *m_tok, gp.steps);
     st.text = m_tok->decode_all(tokens);

@@ -259,6 +259,10 @@ void PromptPanel::finishOutput(const generation_stats& s) {
                 .arg(s.sim_tokens_per_s, 0, 'f', 1)
                 .arg(100 * s.sim_hit_rate, 0, 'f', 1);
     if (s.mean_kld >= 0) text += tr(" · mean KL to dense %1").arg(s.mean_kld, 0, 'f', 4);
+    if (s.model_weights > 0)  // layouts in, replaced matrices out (docs/methods.md)
+        text += tr(" · weights in RAM %1 MiB (%2× the model's)")
+                    .arg(static_cast<double>(s.weights_in_ram) / (1 << 20), 0, 'f', 1)
+                    .arg(static_cast<double>(s.weights_in_ram) / static_cast<double>(s.model_weights), 0, 'f', 2);
     if (s.stopped) text += tr(" · stopped");
     else if (!s.stop_reason.empty()) text += tr(" · ended: %1").arg(QString::fromStdString(s.stop_reason));
     m_stats->setText(text);

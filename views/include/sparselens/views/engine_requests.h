@@ -56,6 +56,8 @@ struct generation_stats {
     double decode_tokens_per_s = 0;  // measured on this CPU, method path only
     double sim_tokens_per_s = 0, sim_hit_rate = 0;
     double mean_kld = -1;            // over generated positions; -1 without a dense shadow
+    uint64_t weights_in_ram = 0;     // weight bytes the engine held after the run (context::resident_weight_bytes)
+    uint64_t model_weights = 0;      // the model's weight bytes, for the ratio
     bool stopped = false;            // the user stopped it; the snapshots hold what was produced
     std::string stop_reason;         // otherwise why it ended: "end token <|eot_id|> (128009)", "reached 256 positions"
     std::string text;                // the decoded tokens
