@@ -59,7 +59,13 @@ TEST(OffloadCli, MeasuredBytesEqualTheSimulatorAndTheKernel) {
     EXPECT_GT(m["bytes_read_per_token"].get<double>(), 0.0);
     EXPECT_DOUBLE_EQ(m["bytes_read_per_token"].get<double>(), j["simulated"]["bytes_read_per_token"].get<double>());
     EXPECT_DOUBLE_EQ(m["hit_rate"].get<double>(), j["simulated"]["hit_rate"].get<double>());
-    EXPECT_EQ(m["proc_io_read_bytes"].get<uint64_t>(), m["bytes_read_total"].get<uint64_t>());
+    // Every O_DIRECT read reaches the device (the page cache served none): the process's read_bytes
+    // holds them all. It may hold more: /proc/self/io also counts page-ins of the mapped model and the
+    // tokenizer when the page cache lost them (seen under the sanitizer stage: +224 KiB), at most once.
+    const uint64_t others = fs::file_size(sl::test::shared_path("models/stories260K_f32.bin")) +
+                            fs::file_size(sl::test::shared_path("models/tok512.bin")) + fs::file_size(fx().config);
+    EXPECT_GE(m["proc_io_read_bytes"].get<uint64_t>(), m["bytes_read_total"].get<uint64_t>());
+    EXPECT_LE(m["proc_io_read_bytes"].get<uint64_t>(), m["bytes_read_total"].get<uint64_t>() + others);
     EXPECT_TRUE(j["simulated"]["same_cache_capacities"].get<bool>());
     EXPECT_LE(j["peak_cache_bytes"].get<uint64_t>(), j["cache_capacity_bytes"].get<uint64_t>());
     EXPECT_LE(j["resident"]["total"].get<uint64_t>() + j["cache_capacity_bytes"].get<uint64_t>(), 1800000u);
