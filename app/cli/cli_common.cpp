@@ -3,6 +3,7 @@
 
 #include "sparselens/core/chat_format.h"
 
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -68,6 +69,11 @@ std::string read_text(const std::string& path) {
     ss << f.rdbuf();
     if (f.bad()) throw cli_error(path + ": read failed");
     return ss.str();
+}
+
+std::string env_or(const char* name, const char* fallback) {
+    const char* v = std::getenv(name);
+    return v ? v : fallback;
 }
 
 }  // namespace sl::cli

@@ -45,6 +45,10 @@ void print_json(const nlohmann::json& j);
 // The whole file as bytes (UTF-8 text is not validated: the tokenizer falls back to bytes).
 std::string read_text(const std::string& path);
 
+// The environment variable's value, or `fallback` when it is unset (e.g. the OpenMP wait settings a
+// benchmark ran with).
+std::string env_or(const char* name, const char* fallback);
+
 // Registration of each subcommand; `run` is set to the chosen command's body.
 using command_fn = std::function<int()>;
 void register_info(CLI::App& app, command_fn& run);

@@ -1,7 +1,6 @@
 // `sparselens bench`: prefill/decode tokens/s, achieved weight-read GB/s, and the machine's read bandwidth.
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -105,13 +104,11 @@ int run_bench(const bench_opts& o) {
     j["threads"] = threads;
     j["isa"] = kernels::isa_name(kernels::active_isa());
     // How idle workers waited (prefer_passive_openmp): part of what a decode number means.
-    const char* policy = std::getenv("OMP_WAIT_POLICY");
-    const char* spin = std::getenv("GOMP_SPINCOUNT");
-    j["omp_wait_policy"] = policy ? policy : "default";
-    j["gomp_spincount"] = spin ? spin : "default";
+    const std::string policy = env_or("OMP_WAIT_POLICY", "default"), spin = env_or("GOMP_SPINCOUNT", "default");
+    j["omp_wait_policy"] = policy;
+    j["gomp_spincount"] = spin;
     if (!o.json)
-        std::printf("threads    %d, OpenMP wait policy %s, spin count %s\n", threads, policy ? policy : "default",
-                    spin ? spin : "default");
+        std::printf("threads    %d, OpenMP wait policy %s, spin count %s\n", threads, policy.c_str(), spin.c_str());
 
     double membw = 0.0;
     if (o.membw) {

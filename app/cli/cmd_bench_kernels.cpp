@@ -1,7 +1,6 @@
 // `sparselens bench kernels`: the kernel benchmark table (or JSON) with the speed targets checked.
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <sstream>
 
 #include "bench_kernels.h"
@@ -72,11 +71,6 @@ double read_t_over_d_dense(const kernel_bench_row& row) {
 }
 bool pattern_bound(const kernel_bench_row& row, double want_speedup) {
     return read_t_over_d_dense(row) > 1.0 / (want_speedup * row.density);
-}
-
-std::string env_or(const char* name, const char* fallback) {
-    const char* v = std::getenv(name);
-    return v ? v : fallback;
 }
 
 // The targets, evaluated on this run's medians.

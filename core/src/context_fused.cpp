@@ -23,9 +23,7 @@ void context::mlp_fused(int32_t l, const token_info& ti) {
     // the file; mlp_sparse clears the mark).
     if (m_traits.fused_fixed && !m_observer && !m_rows_paged[static_cast<size_t>(l)]) {
         const weight_storage* ws = m_model->storage.get();
-        bool paged = ws && ws->file;
-        for (const tensor_view* w : {&lw.w_gate, &lw.w_up})
-            paged = paged && ws->file->release(w->data, static_cast<uint64_t>(w->bytes()));
+        const bool paged = ws && ws->release(lw.w_gate) && ws->release(lw.w_up);
         m_rows_paged[static_cast<size_t>(l)] = paged ? 1 : 0;
     }
 

@@ -80,8 +80,7 @@ void context::set_method(sparsity_method* method) {
                 // Gate/up rows stay for output-sparse neurons and the fused cache's bundle copies.
                 const bool rows_used = (p == static_cast<int>(proj::gate) || p == static_cast<int>(proj::up)) &&
                                        (neurons || fused);
-                if (!rows_used && ws && ws->file && ws->file->release(w.data, static_cast<uint64_t>(w.bytes())))
-                    m_released_bytes += static_cast<uint64_t>(w.bytes());
+                if (!rows_used && ws && ws->release(w)) m_released_bytes += static_cast<uint64_t>(w.bytes());
             }
         }
     }

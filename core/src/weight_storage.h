@@ -25,6 +25,11 @@ struct weight_storage {
         return static_cast<uint8_t*>(p);
     }
     uint64_t owned_bytes() const { return m_owned_bytes; }
+    // Hands back the resident pages of a view into the file mapping (mapped_file::release); true when
+    // they went (false for converted copies and unmapped files: the bytes stay resident).
+    bool release(const tensor_view& w) const {
+        return file && file->release(w.data, static_cast<uint64_t>(w.bytes()));
+    }
 
 private:
     struct free_deleter {

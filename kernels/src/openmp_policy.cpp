@@ -44,9 +44,10 @@ unsigned long long own_jiffies() {
 }  // namespace
 
 bool cpus_idle_at_start() {
-    if (sysconf(_SC_NPROCESSORS_ONLN) < 2) return false;
-    // Busy CPU time over 50 ms (5 ticks of the usual 100 Hz clock per CPU) while this process sleeps: idle when
-    // the rest of the machine kept less than half a CPU busy. Instantaneous run-queue counts
+    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cpus < 2) return false;
+    // Busy CPU time over 50 ms (5 ticks of the usual 100 Hz clock per CPU) while this process sleeps:
+    // idle when the rest of the machine kept less than half a CPU busy. Instantaneous run-queue counts
     // (/proc/loadavg) flicker with every short-lived process; the load averages still carry the
     // previous benchmark's run.
     // Ticks of this process's own threads are not counted: a library's thread pool (OpenBLAS) may be
@@ -58,7 +59,7 @@ bool cpus_idle_at_start() {
     if (!cpu_jiffies(b1, t1) || t1 <= t0) return false;
     const unsigned long long own = own_jiffies() - own0, busy = b1 - b0;
     const double cpus_busy =
-        static_cast<double>(busy - std::min(busy, own)) / static_cast<double>(t1 - t0) * sysconf(_SC_NPROCESSORS_ONLN);
+        static_cast<double>(busy - std::min(busy, own)) / static_cast<double>(t1 - t0) * static_cast<double>(cpus);
     return cpus_busy < 0.5;
 }
 
