@@ -22,17 +22,22 @@ namespace {
 // represents every source type exactly. `down` is the type of the down projection's input-major layout.
 dtype pick_bundle_type(dtype gate, dtype up, dtype down, int64_t dim) {
     dtype t = dtype_replacing_layout_type(gate);
-    if (dtype_replacing_layout_type(up) != t || down != t) {
+    if (dtype_replacing_layout_type(up) != t || dtype_x8_base(down) != t) {
         if (!dtype_is_quantized(gate) || !dtype_is_quantized(up) || !dtype_is_quantized(down)) return dtype::f32;
         t = dtype::q8_0;
     }
     return dim % dtype_block_elems(t) == 0 ? t : dtype::f32;
 }
 
-// Writes row `src` (n elements of type `from`) as type `to` into dst.
+// Writes row `src` (n elements of type `from`) as type `to` into dst (a type and its x8 form: regrouped,
+// losslessly).
 void convert_row(dtype from, const void* src, dtype to, void* dst, int64_t n, std::vector<float>& tmp) {
     if (from == to) {
         std::memcpy(dst, src, static_cast<size_t>(dtype_row_bytes(to, n)));
+        return;
+    }
+    if (dtype_x8_base(from) == dtype_x8_base(to)) {
+        kernels::regroup_x8(from, src, dst, n);
         return;
     }
     tmp.resize(static_cast<size_t>(n));
@@ -47,7 +52,7 @@ bool fused_bundles_keep_types(const model& m) {
         // The down layout context::set_method builds (and the cache copies its columns from).
         const dtype down = kernels::input_major_type(lw.w_down);
         const dtype t = pick_bundle_type(lw.w_gate.type, lw.w_up.type, down, m.hp.dim);
-        if (t != lw.w_gate.type || t != lw.w_up.type || t != down) return false;
+        if (t != lw.w_gate.type || t != lw.w_up.type || dtype_input_major_form(t, m.hp.dim) != down) return false;
     }
     return true;
 }
@@ -101,7 +106,7 @@ void differential_bundle_cache::copy_neuron(int32_t j, int32_t slot) {
     uint8_t* dst = m_compact.data() + static_cast<size_t>(slot) * m_view.bundle_bytes();
     convert_row(m_lw->w_gate.type, m_lw->w_gate.row(j), m_type, dst, m_dim, m_row);
     convert_row(m_lw->w_up.type, m_lw->w_up.row(j), m_type, dst + part, m_dim, m_row);
-    convert_row(m_down_t.type, m_down_t.row(j), m_type, dst + 2 * part, m_dim, m_row);
+    convert_row(m_down_t.type, m_down_t.row(j), m_view.down_type(), dst + 2 * part, m_dim, m_row);
 }
 
 void differential_bundle_cache::update(std::span<const int32_t> active, fused_mlp_stats& stats) {

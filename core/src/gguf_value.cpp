@@ -44,8 +44,8 @@ std::string ggml_type_label(uint32_t type_id) {
 }
 
 std::optional<dtype> dtype_from_ggml(uint32_t type_id) {
-    for (int i = 0; i < n_dtypes; ++i)
-        if (k_dtype_traits[i].ggml_id == type_id) return static_cast<dtype>(i);
+    for (int i = 0; i < n_dtypes; ++i)  // layout-only forms have no id a file could name
+        if (dtype_is_file_type(static_cast<dtype>(i)) && k_dtype_traits[i].ggml_id == type_id) return static_cast<dtype>(i);
     return std::nullopt;
 }
 
@@ -53,7 +53,8 @@ uint32_t ggml_from_dtype(dtype t) { return dtype_info(t).ggml_id; }
 
 std::string supported_dtype_names() {
     std::string s;
-    for (const dtype_traits& t : k_dtype_traits) s += (s.empty() ? "" : ", ") + std::string(t.name);
+    for (const dtype_traits& t : k_dtype_traits)
+        if (t.ggml_id != k_no_ggml_id) s += (s.empty() ? "" : ", ") + std::string(t.name);
     return s;
 }
 

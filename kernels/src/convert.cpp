@@ -122,9 +122,39 @@ void dequantize_row(dtype t, const void* src, float* dst, int64_t n) {
     detail::active_table().dequant[static_cast<int>(t)](src, dst, n);
 }
 
+void regroup_x8(dtype from, const void* src, void* dst, int64_t n) {
+    const dtype base = dtype_x8_base(from);
+    assert(base != dtype_x8_form(base) && n % (32 * k_x8_blocks) == 0);
+    const int64_t bb = dtype_block_bytes(base), qb = bb - 2, gb = k_x8_blocks * bb;
+    const auto* s = static_cast<const uint8_t*>(src);
+    auto* d = static_cast<uint8_t*>(dst);
+    const bool to_x8 = from == base;
+    for (int64_t g = 0; g < n / (32 * k_x8_blocks); ++g, s += gb, d += gb) {
+        for (int j = 0; j < k_x8_blocks; ++j) {
+            // Block j: scale at j * bb (base) or 2 * j (x8); quants at j * bb + 2 or 16 + j * qb.
+            const uint8_t* bs = to_x8 ? s + j * bb : s + 2 * j;
+            const uint8_t* bq = to_x8 ? s + j * bb + 2 : s + 2 * k_x8_blocks + j * qb;
+            uint8_t* ds = to_x8 ? d + 2 * j : d + j * bb;
+            uint8_t* dq = to_x8 ? d + 2 * k_x8_blocks + j * qb : d + j * bb + 2;
+            std::memcpy(ds, bs, 2);
+            std::memcpy(dq, bq, static_cast<size_t>(qb));
+        }
+    }
+}
+
 void quantize_row(dtype t, const float* src, void* dst, int64_t n) {
     assert(n % dtype_block_elems(t) == 0);
     switch (t) {
+        case dtype::q8_0x8:
+        case dtype::q4_0x8: {  // group by group through the base type, no allocation
+            alignas(64) uint8_t tmp[k_x8_blocks * sizeof(block_q8_0)];
+            const int64_t ge = 32 * k_x8_blocks, gb = dtype_block_bytes(t);
+            for (int64_t g = 0; g < n / ge; ++g) {
+                quantize_row(dtype_x8_base(t), src + g * ge, tmp, ge);
+                regroup_x8(dtype_x8_base(t), tmp, static_cast<uint8_t*>(dst) + g * gb, ge);
+            }
+            break;
+        }
         case dtype::f32: std::memcpy(dst, src, static_cast<size_t>(n) * 4); break;
         case dtype::f16: {
             auto* d = static_cast<uint16_t*>(dst);

@@ -107,6 +107,17 @@ void dequant_q4_0(const void* src, float* dst, int64_t n) {
     }
 }
 
+// The x8 forms: each group of 8 blocks put back in order, then the base type's decoder.
+template <dtype Base>
+void dequant_x8(const void* src, float* dst, int64_t n) {
+    alignas(64) uint8_t tmp[k_x8_blocks * sizeof(block_q8_0)];
+    const int64_t ge = 32 * k_x8_blocks, gb = dtype_block_bytes(dtype_x8_form(Base));
+    for (int64_t g = 0; g < n / ge; ++g) {
+        regroup_x8(dtype_x8_form(Base), static_cast<const uint8_t*>(src) + g * gb, tmp, ge);
+        Base == dtype::q8_0 ? dequant_q8_0(tmp, dst + g * ge, ge) : dequant_q4_0(tmp, dst + g * ge, ge);
+    }
+}
+
 // Every other block type: decode each block into the common (q, a, b) form, then the reference
 // integer dot. Slow but exact, and the definition the SIMD kernels are tested against.
 template <dtype T>
@@ -178,6 +189,8 @@ const kernel_table& scalar_table() {
         k.dequant[2] = dequant_bf16;
         k.dequant[3] = dequant_q8_0;
         k.dequant[4] = dequant_q4_0;
+        k.dequant[static_cast<int>(dtype::q8_0x8)] = dequant_x8<dtype::q8_0>;
+        k.dequant[static_cast<int>(dtype::q4_0x8)] = dequant_x8<dtype::q4_0>;
         k.quantize_act = quantize_act_q8;
         k.stream_sum[0] = k.stream_sum[1] = stream_sum;
         return k;

@@ -76,12 +76,33 @@ void transpose_into_avx2(const tensor_view& w, dtype type, uint8_t* dst, int64_t
     }
 }
 
+// Rewrites n_rows rows of n elements of `base` (Q8_0 / Q4_0, at dst + r * stride) as its x8 form, in place.
+void regroup_rows_to_x8(dtype base, uint8_t* dst, int64_t n_rows, int64_t n, int64_t stride) {
+    const int64_t ge = 32 * k_x8_blocks, gb = dtype_block_bytes(dtype_x8_form(base));
+#pragma omp parallel for schedule(static) if (n_rows * n > (int64_t{1} << 16))
+    for (int64_t r = 0; r < n_rows; ++r) {
+        alignas(64) uint8_t tmp[k_x8_blocks * sizeof(block_q8_0)];
+        for (int64_t g = 0; g < n / ge; ++g) {
+            uint8_t* p = dst + r * stride + g * gb;
+            std::memcpy(tmp, p, static_cast<size_t>(gb));
+            regroup_x8(base, tmp, p, ge);
+        }
+    }
+}
+
 // Writes column c of w (all w.rows elements, converted to `type`) to dst + c * dst_stride, for every
 // column c. Rows are decoded a tile at a time, so the source is read once and sequentially; the
-// destination gets one block-aligned run of tile elements per column.
+// destination gets one block-aligned run of tile elements per column. x8 forms: written as their base
+// type, then regrouped row by row.
 void transpose_into(const tensor_view& w, dtype type, uint8_t* dst, int64_t dst_stride) {
     const int64_t out = w.rows, in = w.cols;
     if (out <= 0 || in <= 0) return;
+    if (dtype_is_x8(type)) {
+        assert(out % (32 * k_x8_blocks) == 0);
+        transpose_into(w, dtype_x8_base(type), dst, dst_stride);
+        regroup_rows_to_x8(dtype_x8_base(type), dst, in, out, dst_stride);
+        return;
+    }
     assert(!dtype_is_quantized(type) || out % 32 == 0);
     if (avx2_encoder(type) && out % 32 == 0) return transpose_into_avx2(w, type, dst, dst_stride);
     const int64_t n_tiles = (out + k_tile_rows - 1) / k_tile_rows;
@@ -130,12 +151,13 @@ void rows_into(const tensor_view& w, dtype type, uint8_t* dst, int64_t dst_strid
 
 dtype input_major_type(const tensor_view& w) {
     const dtype t = dtype_replacing_layout_type(w.type);
-    return w.rows % dtype_block_elems(t) == 0 ? t : dtype::f32;
+    return w.rows % dtype_block_elems(t) == 0 ? dtype_input_major_form(t, w.rows) : dtype::f32;
 }
 
 owned_matrix to_input_major(const tensor_view& w, dtype type) {
     assert(w.cols % dtype_block_elems(w.type) == 0);
-    assert((!dtype_is_quantized(type) || w.rows % 32 == 0) && "quantized input-major needs outputs % 32 == 0");
+    assert(w.rows % dtype_block_elems(type) == 0 && (!dtype_is_quantized(type) || w.rows % 32 == 0) &&
+           "quantized input-major needs whole blocks of outputs");
     owned_matrix m;
     m.view.type = type;
     m.view.rows = w.cols;
@@ -159,7 +181,7 @@ owned_bundles make_bundles(const tensor_view& gate, const tensor_view& up, const
     const int64_t part = b.view.part_bytes(), stride = b.view.bundle_bytes();
     rows_into(gate, type, dst, stride);
     rows_into(up, type, dst + part, stride);
-    transpose_into(down, type, dst + 2 * part, stride);
+    transpose_into(down, b.view.down_type(), dst + 2 * part, stride);
     return b;
 }
 

@@ -156,10 +156,16 @@ std::vector<float>& thread_partials() {
 // The output panel for a range of len outputs: at most max_panel, the range cut into equal panels of
 // whole 32-output blocks. A 4096-output thread slice of Q8_0 rows (max panel 3840) was a 3840 panel
 // plus a 256 one, whose calls paid a whole chunk's coefficient setup and prefetch for 8 blocks.
-int64_t balanced_panel(int64_t len, int64_t max_panel) {
-    const int64_t units = (len + 31) / 32, max_units = std::max<int64_t>(1, max_panel / 32);
+int64_t balanced_panel(int64_t len, int64_t max_panel, int64_t unit) {
+    const int64_t units = (len + unit - 1) / unit, max_units = std::max<int64_t>(1, max_panel / unit);
     const int64_t n_panels = (units + max_units - 1) / max_units;
-    return (units + n_panels - 1) / n_panels * 32;
+    return (units + n_panels - 1) / n_panels * unit;
+}
+
+// Outputs of an input-major row that slices and panels keep whole: 32 (a block; whole cache lines of
+// f32), 256 for the x8 forms (a group of eight blocks).
+int64_t output_unit(dtype t) {
+    return std::max<int64_t>(32, dtype_block_elems(t));
 }
 
 // input_sparse_range through a chunk kernel: per output panel, each block of k_sum_block channels is
@@ -198,7 +204,7 @@ void input_sparse_chunks(detail::chunk_fn chunk, const tensor_view& wt, const fl
 // then added to dst; inside a block k_axpy_rows rows per pass, prefetching the next rows.
 void input_sparse_range(const tensor_view& wt, const float* x, const int32_t* idx, int64_t k0, int64_t k1, int64_t o0,
                         int64_t o1, float* dst, int64_t max_panel) {
-    const int64_t panel = balanced_panel(o1 - o0, max_panel);
+    const int64_t panel = balanced_panel(o1 - o0, max_panel, output_unit(wt.type));
     const detail::sparse_table& st = detail::active_sparse_table();
     if (const detail::chunk_fn chunk = st.chunk[static_cast<int>(wt.type)]) {
         input_sparse_chunks(chunk, wt, x, idx, k0, k1, o0, o1, dst, panel);
@@ -247,8 +253,8 @@ void input_sparse_range(const tensor_view& wt, const float* x, const int32_t* id
 namespace {
 
 // One matrix of an input-sparse call, cut into work items that any thread may run in any order.
-// CHESS's split: items own slices of y (in units of 32 outputs: whole quantized blocks, whole cache
-// lines) and read their slice of every active row; any split gives the same bits. With short rows (a
+// CHESS's split: items own slices of y (in units of output_unit: whole quantized blocks or x8 groups,
+// whole cache lines) and read their slice of every active row; any split gives the same bits. With short rows (a
 // Q4_0 row of 2048 outputs is 1152 bytes) the slices get too short to stream: 2 threads measured
 // slower than 1. Then the active list is cut into k_fixed_slices slices of whole channel blocks, each
 // summed into its own partial output, added in slice order at the end. Which of the two splits runs
@@ -260,7 +266,7 @@ struct input_sparse_job {
     const int32_t* idx = nullptr;
     int64_t n_idx = 0;
     float* y = nullptr;
-    int64_t panel = 0, units = 0, blocks = 0, stride = 0;
+    int64_t panel = 0, unit = 32, units = 0, blocks = 0, stride = 0;
     bool by_channels = false;
     int items = 0;
     float* partials = nullptr;  // (items - 1) * stride floats when by_channels
@@ -268,8 +274,9 @@ struct input_sparse_job {
     void plan(int req) {
         const int64_t out = wt->cols;
         const int64_t panel_bytes = dtype_is_quantized(wt->type) ? k_panel_bytes : k_float_panel_bytes;
-        panel = std::clamp<int64_t>(panel_bytes / dtype_row_bytes(wt->type, 32), 1, k_max_panel / 32) * 32;
-        units = (out + 31) / 32;
+        unit = output_unit(wt->type);
+        panel = std::clamp<int64_t>(panel_bytes / dtype_row_bytes(wt->type, unit), 1, k_max_panel / unit) * unit;
+        units = (out + unit - 1) / unit;
         blocks = (n_idx + k_sum_block - 1) / k_sum_block;
         stride = (out + 15) / 16 * 16;
         by_channels = blocks > 1 && wt->row_bytes() < k_input_sparse_split_row_bytes;
@@ -291,7 +298,7 @@ struct input_sparse_job {
         }
         int64_t u0, u1;
         split(units, items, item, u0, u1);
-        const int64_t o0 = u0 * 32, o1 = std::min(wt->cols, u1 * 32);
+        const int64_t o0 = u0 * unit, o1 = std::min(wt->cols, u1 * unit);
         if (o1 > o0) input_sparse_range(*wt, x, idx, 0, n_idx, o0, o1, y + o0, panel);
     }
 
@@ -462,10 +469,10 @@ void fused_sparse_mlp(const bundle_view& b, const float* x, const int32_t* idx, 
     assert(dim % dtype_block_elems(b.type) == 0);
     const detail::kernel_table& kt = detail::active_table();
     const detail::rows_fn dot = kt.rows[static_cast<int>(b.type)];
-    const detail::axpy_fn axpy = detail::active_sparse_table().axpy[static_cast<int>(b.type)];
+    const detail::axpy_fn axpy = detail::active_sparse_table().axpy[static_cast<int>(b.down_type())];
     const detail::dots_fn dots = detail::active_sparse_table().dots[static_cast<int>(b.type)];
     const detail::axpy_fn add_f32 = detail::active_sparse_table().axpy[static_cast<int>(dtype::f32)];
-    const detail::chunk_fn chunk = detail::active_sparse_table().chunk[static_cast<int>(b.type)];
+    const detail::chunk_fn chunk = detail::active_sparse_table().chunk[static_cast<int>(b.down_type())];
 
     float* base = scratch + (16 - reinterpret_cast<uintptr_t>(scratch) / 4 % 16) % 16;
     const void* xa = x;

@@ -171,6 +171,7 @@ const sparse_table& sparse_avx512_table() {
         add_unpacked_dots_avx2(k);
         add_kquant_dots_avx512(k);
         add_vnni_chunks(k);
+        add_int8_x8_chunks_avx2(k);  // AVX-512 CPUs have AVX2
         return k;
     }();
     return t;

@@ -95,7 +95,8 @@ using chunk_fn = void (*)(float* acc, bool init, int n_rows, const uint8_t* cons
 
 struct sparse_table {
     // Indexed by dtype; 1 <= n_rows <= k_axpy_rows. Only for types a layout can be written in
-    // (dtype_layout_type): input-major matrices and bundles of other types are stored as Q8_0.
+    // (dtype_layout_type, dtype_input_major_form): input-major matrices and bundles of other types are
+    // stored as Q8_0 (x8). The x8 forms have an axpy in the scalar table only (the others have chunks).
     axpy_fn axpy[n_dtypes] = {};
     dots_fn dots[n_dtypes] = {};    // indexed by dtype; null (scalar ISA): the dense rows kernel is used
     chunk_fn chunk[n_dtypes] = {};  // indexed by dtype; null: the input-sparse driver sums axpy groups
@@ -113,6 +114,9 @@ void add_vnni_chunks(sparse_table& k);
 // The same chunks' arithmetic with AVX2 integer dots (sparse_int8_avx2.cpp), for the AVX2 table:
 // bit-identical to the VNNI chunks for finite inputs.
 void add_int8_chunks_avx2(sparse_table& k);
+// The x8 forms' chunks alone (Q8_0x8, Q4_0x8), for the AVX-512 table too: there is no VNNI variant yet
+// (the machine they were written on exposes no AVX-512), and these give the VNNI chunks' bits.
+void add_int8_x8_chunks_avx2(sparse_table& k);
 
 const sparse_table& sparse_scalar_table();
 const sparse_table& sparse_avx2_table();

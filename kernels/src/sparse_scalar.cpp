@@ -44,33 +44,50 @@ void axpy_bf16(float* acc, bool init, int n_rows, const uint8_t* const* rows, co
     });
 }
 
+// Block b of a row: in place, or (X8, the regrouped forms) its scale and quants gathered from the group.
+template <typename Block, bool X8>
+Block block_at(const uint8_t* row, int64_t b) {
+    Block blk;
+    if constexpr (X8) {
+        constexpr int64_t qb = sizeof(Block) - 2, gb = k_x8_blocks * sizeof(Block);
+        const uint8_t* g = row + b / k_x8_blocks * gb;
+        std::memcpy(&blk.d, g + 2 * (b % k_x8_blocks), 2);
+        std::memcpy(blk.qs, g + 2 * k_x8_blocks + b % k_x8_blocks * qb, qb);
+    } else {
+        std::memcpy(&blk, row + b * static_cast<int64_t>(sizeof(Block)), sizeof(Block));
+    }
+    return blk;
+}
+
 // Quantized rows: per block the coefficient s[g] * d is formed once, then multiplies each integer.
-template <typename Block, typename Value>
+template <typename Block, bool X8, typename Value>
 void axpy_quant(float* acc, bool init, int n_rows, const uint8_t* const* rows, const float* s, int64_t n, Value value) {
     for (int64_t b = 0; b < n / 32; ++b) {
         float c[k_axpy_rows];
-        const Block* blk[k_axpy_rows];
+        Block blk[k_axpy_rows];
         for (int g = 0; g < n_rows; ++g) {
-            blk[g] = reinterpret_cast<const Block*>(rows[g]) + b;
-            c[g] = s[g] * fp16_to_fp32(blk[g]->d);
+            blk[g] = block_at<Block, X8>(rows[g], b);
+            c[g] = s[g] * fp16_to_fp32(blk[g].d);
         }
         float* a_out = acc + b * 32;
         for (int j = 0; j < 32; ++j) {
             float a = init ? 0.0f : a_out[j];
-            for (int g = 0; g < n_rows; ++g) a = c[g] * static_cast<float>(value(*blk[g], j)) + a;
+            for (int g = 0; g < n_rows; ++g) a = c[g] * static_cast<float>(value(blk[g], j)) + a;
             a_out[j] = a;
         }
     }
 }
 
+template <bool X8>
 void axpy_q8_0(float* acc, bool init, int n_rows, const uint8_t* const* rows, const float* s, int64_t n,
                const uint8_t* const*) {
-    axpy_quant<block_q8_0>(acc, init, n_rows, rows, s, n, [](const block_q8_0& b, int j) { return int{b.qs[j]}; });
+    axpy_quant<block_q8_0, X8>(acc, init, n_rows, rows, s, n, [](const block_q8_0& b, int j) { return int{b.qs[j]}; });
 }
 
+template <bool X8>
 void axpy_q4_0(float* acc, bool init, int n_rows, const uint8_t* const* rows, const float* s, int64_t n,
                const uint8_t* const*) {
-    axpy_quant<block_q4_0>(acc, init, n_rows, rows, s, n, [](const block_q4_0& b, int j) {
+    axpy_quant<block_q4_0, X8>(acc, init, n_rows, rows, s, n, [](const block_q4_0& b, int j) {
         return (j < 16 ? (b.qs[j] & 0x0f) : (b.qs[j - 16] >> 4)) - 8;
     });
 }
@@ -83,8 +100,10 @@ const sparse_table& sparse_scalar_table() {
         k.axpy[0] = axpy_f32;
         k.axpy[1] = axpy_f16;
         k.axpy[2] = axpy_bf16;
-        k.axpy[3] = axpy_q8_0;
-        k.axpy[4] = axpy_q4_0;
+        k.axpy[3] = axpy_q8_0<false>;
+        k.axpy[4] = axpy_q4_0<false>;
+        k.axpy[static_cast<int>(dtype::q8_0x8)] = axpy_q8_0<true>;
+        k.axpy[static_cast<int>(dtype::q4_0x8)] = axpy_q4_0<true>;
         return k;
     }();
     return t;

@@ -235,8 +235,8 @@ result<pack_info> pack_open(const std::string& path, const model& m, const std::
     p.path = path;
     const uint32_t version = r.get<uint32_t>();
     if (version < pack_version)
-        return bad("stale pack (format version " + std::to_string(version) +
-                   ", before per-layer unit types): run `sparselens pack` again");
+        return bad("stale pack (format version " + std::to_string(version) + ", this build writes " +
+                   std::to_string(pack_version) + "): run `sparselens pack` again");
     if (version != pack_version)
         return bad("pack version " + std::to_string(version) + " is not supported (this build reads " +
                    std::to_string(pack_version) + ")");

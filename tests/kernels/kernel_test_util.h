@@ -56,10 +56,33 @@ inline double half_value(uint16_t h) {
     return (h & 0x8000) ? -v : v;
 }
 
+// Where block b (of 32 elements) of a Q8_0 / Q4_0 row or of their x8 forms keeps its fp16 scale and its
+// quants, written from the format's description in types.h (x8: per 8 blocks, the 8 scales, then the
+// 8 blocks' quants).
+struct block_place {
+    int64_t scale, quants;
+};
+inline block_place place_of_block(dtype t, int64_t b) {
+    const bool q8 = t == dtype::q8_0 || t == dtype::q8_0x8;
+    const int64_t bb = q8 ? 34 : 18;
+    if (t == dtype::q8_0 || t == dtype::q4_0) return {b * bb, b * bb + 2};
+    const int64_t group = b / 8 * 8 * bb, j = b % 8;
+    return {group + 2 * j, group + 16 + j * (bb - 2)};
+}
+
 // The value of stored element c of a row of type t.
 inline double element(dtype t, const uint8_t* row, int64_t c) {
     uint16_t h;
     switch (t) {
+        case dtype::q8_0x8:
+        case dtype::q4_0x8: {
+            const block_place p = place_of_block(t, c / 32);
+            std::memcpy(&h, row + p.scale, 2);
+            const int j = static_cast<int>(c % 32);
+            if (t == dtype::q8_0x8) return half_value(h) * static_cast<int8_t>(row[p.quants + j]);
+            const uint8_t q = row[p.quants + j % 16];
+            return half_value(h) * ((j < 16 ? (q & 15) : (q >> 4)) - 8);
+        }
         case dtype::f32: {
             float f;
             std::memcpy(&f, row + 4 * c, 4);

@@ -265,6 +265,45 @@ TEST(quant, dequantize_is_identical_on_every_isa) {
     k::set_active_isa(saved);
 }
 
+// The x8 forms are the base type's blocks regrouped (types.h): per 8 blocks the 8 fp16 scales, then
+// the 8 blocks' quants. Encoding, decoding and regroup_x8 agree with that byte for byte on every ISA.
+TEST(quant, x8_forms_are_the_base_blocks_regrouped) {
+    const k::isa saved = k::active_isa();
+    g_state = 11;
+    const int64_t n = 256 * 5;
+    std::vector<float> x(n);
+    for (auto& v : x) v = static_cast<float>(static_cast<int64_t>(next_u64() % 20001) - 10000) / 777.0f;
+    for (dtype base : {dtype::q8_0, dtype::q4_0}) {
+        const dtype x8 = sl::dtype_x8_form(base);
+        EXPECT_TRUE(sl::dtype_is_x8(x8));
+        EXPECT_EQ(sl::dtype_x8_base(x8), base);
+        EXPECT_FALSE(sl::dtype_is_file_type(x8));
+        ASSERT_EQ(sl::dtype_row_bytes(x8, n), sl::dtype_row_bytes(base, n));  // same bytes
+        std::vector<uint8_t> eb(static_cast<size_t>(sl::dtype_row_bytes(base, n))), ex = eb, back = eb, re = eb;
+        k::quantize_row(base, x.data(), eb.data(), n);
+        k::quantize_row(x8, x.data(), ex.data(), n);
+        const int64_t bb = sl::dtype_block_bytes(base), qb = bb - 2;
+        for (int64_t b = 0; b < n / 32; ++b) {
+            const uint8_t* blk = eb.data() + b * bb;
+            const uint8_t* group = ex.data() + b / 8 * 8 * bb;
+            ASSERT_EQ(0, std::memcmp(group + 2 * (b % 8), blk, 2)) << "scale of block " << b;
+            ASSERT_EQ(0, std::memcmp(group + 16 + b % 8 * qb, blk + 2, static_cast<size_t>(qb))) << "quants " << b;
+        }
+        k::regroup_x8(base, eb.data(), re.data(), n);
+        EXPECT_EQ(re, ex);
+        k::regroup_x8(x8, ex.data(), back.data(), n);
+        EXPECT_EQ(back, eb);
+        for (k::isa i : {k::isa::scalar, k::isa::avx2, k::isa::avx512}) {
+            if (k::set_active_isa(i) != i) continue;
+            std::vector<float> yb(static_cast<size_t>(n)), yx(static_cast<size_t>(n));
+            k::dequantize_row(base, eb.data(), yb.data(), n);
+            k::dequantize_row(x8, ex.data(), yx.data(), n);
+            ASSERT_EQ(0, std::memcmp(yb.data(), yx.data(), n * 4)) << sl::dtype_name(x8) << " " << k::isa_name(i);
+        }
+    }
+    k::set_active_isa(saved);
+}
+
 // The layouts (input-major copies and neuron bundles) built on every ISA equal the scalar reference
 // encoder applied to the gathered columns / rows, bit for bit: the AVX2 encoders transpose in registers
 // and round like quantize_row, including all-zero and signed-zero blocks, magnitude ties (the first
@@ -296,7 +335,8 @@ TEST(quant, layouts_are_identical_on_every_isa_and_equal_the_reference_encoder) 
             if (r % 9 == 4) w[static_cast<size_t>(r * sh.cols + 3)] = r % 2 ? NAN : -INFINITY;
         }
         const sl::tensor_view src{dtype::f32, sh.rows, sh.cols, w.data()};
-        for (dtype t : {dtype::q8_0, dtype::q4_0, dtype::f16, dtype::f32}) {
+        for (dtype t : {dtype::q8_0, dtype::q4_0, dtype::f16, dtype::f32, dtype::q8_0x8, dtype::q4_0x8}) {
+            if (sl::dtype_is_x8(t) && sh.rows % 256 != 0) continue;  // x8 forms: whole groups of 256 outputs
             // Reference: each column through quantize_row.
             const int64_t rb = sl::dtype_row_bytes(t, sh.rows);
             std::vector<uint8_t> ref(static_cast<size_t>(rb * sh.cols));

@@ -104,9 +104,12 @@ TEST_P(sparse_by_type, input_sparse_matches_double_reference) {
     isa_guard guard;
     for (const shape& s : k_in_shapes) {
         if (is_quant(t) && s.rows % 32 != 0) continue;  // quantized along the outputs
+        std::vector<dtype> forms{t};                     // Q8_0 / Q4_0 of whole 256-output groups: the x8 form too
+        if (sl::dtype_input_major_form(t, s.rows) != t) forms.push_back(sl::dtype_input_major_form(t, s.rows));
+      for (const dtype lt : forms) {
         const int64_t out = s.rows, in = s.cols;
         const matrix w = make_matrix(dtype::f32, out, in, 11 + out * 3 + in);
-        const k::owned_matrix wt = k::to_input_major(w.view, t);
+        const k::owned_matrix wt = k::to_input_major(w.view, lt);
         ASSERT_EQ(wt.view.rows, in);
         ASSERT_EQ(wt.view.cols, out);
         const std::vector<double> wd = decode(wt.view);  // [in, out]: what the kernel reads
@@ -120,7 +123,7 @@ TEST_P(sparse_by_type, input_sparse_matches_double_reference) {
                         ref[static_cast<size_t>(o)] += x[i] * wd[static_cast<size_t>(i * out + o)];
                 for (k::isa i : isas()) {
                     SCOPED_TRACE(::testing::Message()
-                                 << sl::dtype_name(t) << " " << k::isa_name(i) << " " << out << "x" << in << " density "
+                                 << sl::dtype_name(lt) << " " << k::isa_name(i) << " " << out << "x" << in << " density "
                                  << d.name << (clustered ? " clustered" : " random"));
                     ASSERT_EQ(k::set_active_isa(i), i);
                     std::vector<float> y1(static_cast<size_t>(out), -7.0f), y3 = y1;
@@ -131,7 +134,7 @@ TEST_P(sparse_by_type, input_sparse_matches_double_reference) {
                         for (float v : y3) ASSERT_EQ(v, 0.0f);
                     } else {
                         // The VNNI kernels round x * scale to int8 per (32 channels, 32 outputs).
-                        const double bound = k::input_sparse_rounds_activations(t) ? k_act_quant_bound : k_bound;
+                        const double bound = k::input_sparse_rounds_activations(lt) ? k_act_quant_bound : k_bound;
                         EXPECT_LE(nmse(y1.data(), ref), bound);
                         EXPECT_LE(nmse(y3.data(), ref), bound);
                         // Output split: identical bits; channel split: only the partials' final adds differ.
@@ -140,6 +143,7 @@ TEST_P(sparse_by_type, input_sparse_matches_double_reference) {
                 }
             }
         }
+      }
     }
 }
 
@@ -185,16 +189,17 @@ TEST(sparse, input_sparse_rounding_matches_dense_activation_rounding) {
 // consecutive entries; per chunk and block b of 32 outputs, c_i = fp16(d_ib) * x_i in f32,
 // mx = max |c_i|, k_i = nearbyint(c_i * (127 / mx)) (0 when mx = 0), S = mx / 127, and
 // y_o = S * float(sum_i k_i q_io) for the first chunk, fma(S, float(sum_i k_i q_io), y_o) after it.
+// (Q8_0 / Q4_0 and their x8 forms: place_of_block says where each block's scale and quants are.)
 int stored_int(dtype t, const uint8_t* row, int64_t o) {
-    if (t == dtype::q8_0) return reinterpret_cast<const sl::block_q8_0*>(row)[o / 32].qs[o % 32];
-    const auto& b = reinterpret_cast<const sl::block_q4_0*>(row)[o / 32];
+    const uint8_t* q = row + place_of_block(t, o / 32).quants;
     const int j = static_cast<int>(o % 32);
-    return (j < 16 ? (b.qs[j] & 15) : (b.qs[j - 16] >> 4)) - 8;
+    if (t == dtype::q8_0 || t == dtype::q8_0x8) return static_cast<int8_t>(q[j]);
+    return (j < 16 ? (q[j] & 15) : (q[j - 16] >> 4)) - 8;
 }
 
 float block_scale(dtype t, const uint8_t* row, int64_t b) {
-    const uint16_t h = t == dtype::q8_0 ? reinterpret_cast<const sl::block_q8_0*>(row)[b].d
-                                        : reinterpret_cast<const sl::block_q4_0*>(row)[b].d;
+    uint16_t h;
+    std::memcpy(&h, row + place_of_block(t, b).scale, 2);
     return static_cast<float>(half_value(h));  // exact
 }
 
@@ -255,11 +260,11 @@ std::vector<float> sliced_chunks_model(dtype t, const std::vector<const uint8_t*
 matrix raw_input_major(dtype t, int64_t in, int64_t out, uint64_t seed) {
     matrix m = matrix::zeroed(t, in, out, seed);
     for (uint8_t& v : m.bytes) v = static_cast<uint8_t>(next_u64());
-    const int64_t bb = sl::dtype_block_bytes(t), nblocks = in * out / 32;
+    const int64_t nblocks = in * out / 32;  // rows are whole groups: blocks are numbered across them
     for (int64_t b = 0; b < nblocks; ++b) {
         const float d = b % 7 == 3 ? 0.0f : uniform() * std::ldexp(1.0f, -static_cast<int>(next_u64() % 12));
         const uint16_t h = k::fp32_to_fp16(d);
-        std::memcpy(m.bytes.data() + b * bb, &h, 2);
+        std::memcpy(m.bytes.data() + place_of_block(t, b).scale, &h, 2);
     }
     return m;
 }
@@ -274,12 +279,18 @@ TEST(sparse, input_sparse_integer_chunks_are_exact) {
         k::set_active_isa(k::isa::avx2);
         EXPECT_TRUE(k::input_sparse_rounds_activations(dtype::q8_0));
         EXPECT_TRUE(k::input_sparse_rounds_activations(dtype::q4_0));
+        EXPECT_TRUE(k::input_sparse_rounds_activations(dtype::q8_0x8));
+        EXPECT_TRUE(k::input_sparse_rounds_activations(dtype::q4_0x8));
     }
     int checked = 0;
-    for (dtype t : {dtype::q8_0, dtype::q4_0}) {
-        // Outputs: one block, a partial 8-block step, 8-block steps plus a tail, a long and a short llama row.
-        for (const shape& s : {shape{32, 45}, shape{96, 33}, shape{320, 70}, shape{2048, 100}, shape{14336, 40}}) {
+    for (dtype t : {dtype::q8_0, dtype::q4_0, dtype::q8_0x8, dtype::q4_0x8}) {
+        const bool x8 = sl::dtype_is_x8(t);
+        // Outputs: one block, a partial 8-block step, 8-block steps plus a tail, a long and a short llama
+        // row (the x8 forms: whole groups of 256 only).
+        for (const shape& s : {shape{32, 45}, shape{96, 33}, shape{320, 70}, shape{2048, 100}, shape{14336, 40},
+                               shape{256, 65}}) {
             const int64_t out = s.rows, in = s.cols;
+            if (x8 && out % 256 != 0) continue;
             const matrix wt = raw_input_major(t, in, out, 7 + out + in);
             std::vector<float> x = make_x(in, 3 + in);
             for (int64_t i = 0; i < in; i += 9) x[static_cast<size_t>(i)] *= 1000.0f;  // one channel dominates a chunk
@@ -308,11 +319,10 @@ TEST(sparse, input_sparse_integer_chunks_are_exact) {
             }
         }
         // Ties: with d = 1 and the largest |x| = 127, c * 127 / mx = x exactly, so half-integers round to even.
-        const int64_t out = 64, in = 40;
+        const int64_t out = x8 ? 256 : 64, in = 40;
         matrix wt = raw_input_major(t, in, out, 99);
         const uint16_t one = k::fp32_to_fp16(1.0f);
-        for (int64_t b = 0; b < in * out / 32; ++b)
-            std::memcpy(wt.bytes.data() + b * sl::dtype_block_bytes(t), &one, 2);
+        for (int64_t b = 0; b < in * out / 32; ++b) std::memcpy(wt.bytes.data() + place_of_block(t, b).scale, &one, 2);
         std::vector<float> x(static_cast<size_t>(in));
         for (int64_t i = 0; i < in; ++i) x[static_cast<size_t>(i)] = static_cast<float>(i % 9) - 4.5f;
         x[5] = 127.0f;
@@ -349,14 +359,16 @@ TEST(sparse, fused_down_columns_are_exact_integer_chunks) {
             const matrix gate = make_matrix(t, hidden, dim, 5 + dim), up = make_matrix(t, hidden, dim, 6 + dim);
             const matrix down = make_matrix(t, dim, hidden, 7 + dim);
             const k::owned_bundles b = k::make_bundles(gate.view, up.view, down.view, t);
+            const dtype dt = b.view.down_type();  // dim 2048: the x8 form
+            EXPECT_EQ(dt, dim % 256 == 0 ? sl::dtype_x8_form(t) : t);
             const std::vector<float> x = make_x(dim, 8 + dim, 2.0f / std::sqrt(static_cast<float>(dim)));
             for (const density& d : k_densities) {
                 const std::vector<int32_t> idx = make_idx(hidden, d, true, 60 + hidden);
                 if (idx.empty()) continue;
                 for (k::isa i : isas()) {
                     k::set_active_isa(i);
-                    if (!k::input_sparse_rounds_activations(t)) continue;
-                    SCOPED_TRACE(::testing::Message() << sl::dtype_name(t) << " " << k::isa_name(i) << " dim " << dim
+                    if (!k::input_sparse_rounds_activations(dt)) continue;
+                    SCOPED_TRACE(::testing::Message() << sl::dtype_name(dt) << " " << k::isa_name(i) << " dim " << dim
                                                       << " density " << d.name);
                     std::vector<float> scratch(static_cast<size_t>(k::fused_mlp_scratch_floats(dim, 1)));
                     std::vector<float> y(static_cast<size_t>(dim)), glu(idx.size());
@@ -364,7 +376,7 @@ TEST(sparse, fused_down_columns_are_exact_integer_chunks) {
                                         scratch.data(), glu.data(), 1);
                     std::vector<const uint8_t*> cols;
                     for (int32_t j : idx) cols.push_back(b.view.bundle(j) + 2 * b.view.part_bytes());
-                    ASSERT_TRUE(same_bits(sliced_chunks_model(t, cols, glu, dim, 1), y.data()));
+                    ASSERT_TRUE(same_bits(sliced_chunks_model(dt, cols, glu, dim, 1), y.data()));
                     ++checked;
                 }
             }
@@ -481,7 +493,7 @@ TEST_P(sparse_by_type, fused_mlp_matches_reference_and_dense) {
                 const uint8_t* bj = b.view.bundle(j);
                 gd[static_cast<size_t>(j * dim + c)] = element(t, bj, c);
                 ud[static_cast<size_t>(j * dim + c)] = element(t, bj + b.view.part_bytes(), c);
-                dd[static_cast<size_t>(j * dim + c)] = element(t, bj + 2 * b.view.part_bytes(), c);
+                dd[static_cast<size_t>(j * dim + c)] = element(b.view.down_type(), bj + 2 * b.view.part_bytes(), c);
             }
         const std::vector<float> x = make_x(dim, 3 + dim, 2.0f / std::sqrt(static_cast<float>(dim)));
         const std::vector<double> xe(x.begin(), x.end());
@@ -521,7 +533,8 @@ TEST_P(sparse_by_type, fused_mlp_matches_reference_and_dense) {
                         }
                         // The VNNI down columns round a * scale to int8 per (32 neurons, 32 outputs), as the
                         // dense down gemv rounds the GLU vector to Q8_0 blocks (heavy-tailed: 1.1e-4 seen).
-                        const double bound = k::input_sparse_rounds_activations(t) ? k_fused_act_quant_bound : k_bound;
+                        const double bound =
+                            k::input_sparse_rounds_activations(b.view.down_type()) ? k_fused_act_quant_bound : k_bound;
                         EXPECT_LE(nmse(y.data(), ref), bound) << nt << " threads";
                         if (is_quant(t) && n >= 16) {
                             EXPECT_LE(nmse(y.data(), ref_exact), k_fused_act_quant_bound);
@@ -581,7 +594,7 @@ TEST_P(sparse_by_type, bundles_hold_gate_up_rows_and_down_columns) {
     const matrix gate = make_matrix(t, hidden, dim, 1), up = make_matrix(t, hidden, dim, 2);
     const matrix down = make_matrix(t, dim, hidden, 3);
     const k::owned_bundles b = k::make_bundles(gate.view, up.view, down.view, t);
-    const k::owned_matrix down_t = k::to_input_major(down.view, t);
+    const k::owned_matrix down_t = k::to_input_major(down.view, b.view.down_type());
     ASSERT_EQ(b.view.bundle_bytes(), 3 * sl::dtype_row_bytes(t, dim));
     EXPECT_GE(static_cast<int64_t>(b.bytes.size()), hidden * b.view.bundle_bytes());
     for (int64_t j = 0; j < hidden; ++j) {

@@ -217,7 +217,7 @@ TEST(Offload, TruncatedAndModifiedPacksAreOneLineErrors) {
     ASSERT_FALSE(fo.ok());
     EXPECT_NE(fo.message().find("not a SparseLens MLP pack"), std::string::npos);
 
-    // A pack of format version 1 (one unit size per group) is stale: one line asking to pack again.
+    // A pack of an older format version (here 1: one unit size per group) is stale: one line asking to pack again.
     const std::string old = scratch("v1.slpack");
     fs::copy_file(pack, old, fs::copy_options::overwrite_existing);
     {

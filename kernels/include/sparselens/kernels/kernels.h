@@ -28,6 +28,9 @@ void dequantize_row(dtype t, const void* src, float* dst, int64_t n);
 // Only for types with dtype_info(t).encodable (F32, F16, BF16, Q8_0, Q4_0); copies of other types
 // are written as dtype_layout_type(t).
 void quantize_row(dtype t, const float* src, void* dst, int64_t n);
+// Rewrites n elements of Q8_0 / Q4_0 (from) as their x8 form, or of an x8 form back as Q8_0 / Q4_0:
+// a byte permutation, lossless both ways (n a multiple of 256; src and dst must not overlap).
+void regroup_x8(dtype from, const void* src, void* dst, int64_t n);
 
 // y[r] = sum_c W[r, c] * x[c] for every row r. n_threads <= 0 means OpenMP's default.
 // F32/F16/BF16 use f32 FMAs on the exact weights. Block types (Q8_0, Q4_0, K-quants, IQ4) first quantize x per block of 32

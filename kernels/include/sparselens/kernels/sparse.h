@@ -35,11 +35,14 @@ dtype input_major_type(const tensor_view& w);
 // (3 x dim elements of `type`): an active neuron costs one contiguous read. The same bundle is the
 // unit the flash simulator loads.
 struct bundle_view {
-    dtype type = dtype::f32;
+    dtype type = dtype::f32;  // of the gate and up rows
     int64_t n_neurons = 0;
     int64_t dim = 0;
     const void* data = nullptr;
 
+    // The down column is an input-major row: stored as dtype_input_major_form (Q8_0 / Q4_0 of whole
+    // 256-element groups in their x8 form, the same bytes).
+    dtype down_type() const { return dtype_input_major_form(type, dim); }
     int64_t part_bytes() const { return dtype_row_bytes(type, dim); }  // one of gate / up / down
     int64_t bundle_bytes() const { return 3 * part_bytes(); }
     const uint8_t* bundle(int64_t j) const { return static_cast<const uint8_t*>(data) + j * bundle_bytes(); }
@@ -51,7 +54,7 @@ struct owned_bundles {
 };
 
 // Builds bundles from gate [hidden, dim], up [hidden, dim] and down [dim, hidden] (row-major). Gate and
-// up rows are copied (same type) or converted; down columns are to_input_major(down, type) rows.
+// up rows are copied (same type) or converted; down columns are to_input_major(down, down_type()) rows.
 // Quantized types need dim % 32 == 0.
 owned_bundles make_bundles(const tensor_view& gate, const tensor_view& up, const tensor_view& down, dtype type);
 

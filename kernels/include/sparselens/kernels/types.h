@@ -12,8 +12,9 @@ namespace sl {
 enum class dtype : uint8_t {
     f32 = 0, f16 = 1, bf16 = 2, q8_0 = 3, q4_0 = 4,
     q4_1 = 5, q5_0 = 6, q5_1 = 7, q2_k = 8, q3_k = 9, q4_k = 10, q5_k = 11, q6_k = 12, iq4_nl = 13, iq4_xs = 14,
+    q8_0x8 = 15, q4_0x8 = 16,  // input-major forms only (dtype_input_major_form), never in a file
 };
-inline constexpr int n_dtypes = 15;
+inline constexpr int n_dtypes = 17;
 
 inline constexpr int32_t qk8_0 = 32;  // elements per Q8_0 block
 inline constexpr int32_t qk4_0 = 32;  // elements per Q4_0 block
@@ -34,6 +35,12 @@ struct block_q4_0 {
 };
 static_assert(sizeof(block_q4_0) == 18);
 
+// Q8_0x8 / Q4_0x8: eight Q8_0 / Q4_0 blocks (256 elements) regrouped as their eight fp16 scales, then
+// the eight blocks' quants in order (Q8_0x8: 16 + 8 x 32 = 272 bytes; Q4_0x8: 16 + 8 x 16 = 144), the
+// same bytes as the eight blocks. Input-major rows are stored this way: the integer-dot chunk kernels
+// read a row's eight scales with one load instead of gathering them 34 or 18 bytes apart.
+inline constexpr int32_t k_x8_blocks = 8;
+
 // The other block layouts (byte offsets as ggml's structs; all fp16 fields little-endian). The
 // decoders in kernels/src/quant_unpack.cpp document each one's element formula.
 //   Q4_1   d, m, qs[16]                           x = d*nib + m
@@ -50,11 +57,13 @@ static_assert(sizeof(block_q4_0) == 18);
 // One row per type: a new type is a row here plus its decoder, never a copy of a kernel.
 struct dtype_traits {
     std::string_view name;  // ggml's name
-    uint32_t ggml_id;       // GGUF tensor type id
+    uint32_t ggml_id;       // GGUF tensor type id (k_no_ggml_id: a layout-only form)
     int32_t block_elems;    // elements per storage block (1 for plain floating-point types)
     int32_t block_bytes;    // bytes per storage block
     bool encodable;         // quantize_row() can write it (else layouts re-encode as Q8_0)
 };
+
+inline constexpr uint32_t k_no_ggml_id = 0xffffffffu;
 
 inline constexpr dtype_traits k_dtype_traits[n_dtypes] = {
     {"F32", 0, 1, 4, true},        {"F16", 1, 1, 2, true},        {"BF16", 30, 1, 2, true},
@@ -62,6 +71,7 @@ inline constexpr dtype_traits k_dtype_traits[n_dtypes] = {
     {"Q5_0", 6, 32, 22, false},    {"Q5_1", 7, 32, 24, false},    {"Q2_K", 10, 256, 84, false},
     {"Q3_K", 11, 256, 110, false}, {"Q4_K", 12, 256, 144, false}, {"Q5_K", 13, 256, 176, false},
     {"Q6_K", 14, 256, 210, false}, {"IQ4_NL", 20, 32, 18, false}, {"IQ4_XS", 23, 256, 136, false},
+    {"Q8_0x8", k_no_ggml_id, 256, 272, true}, {"Q4_0x8", k_no_ggml_id, 256, 144, true},
 };
 
 constexpr const dtype_traits& dtype_info(dtype t) { return k_dtype_traits[static_cast<int>(t)]; }
@@ -87,6 +97,24 @@ constexpr dtype dtype_replacing_layout_type(dtype t) {
     if (dtype_info(t).encodable) return t;
     const auto per_elem = [](dtype u) { return double(dtype_block_bytes(u)) / double(dtype_block_elems(u)); };
     return per_elem(t) <= per_elem(dtype::q4_0) ? dtype::q4_0 : dtype::q8_0;
+}
+
+// A type GGUF files hold (not a layout-only form).
+constexpr bool dtype_is_file_type(dtype t) { return dtype_info(t).ggml_id != k_no_ggml_id; }
+
+// The regrouped form of Q8_0 / Q4_0 (the type itself otherwise), and back.
+constexpr dtype dtype_x8_form(dtype t) {
+    return t == dtype::q8_0 ? dtype::q8_0x8 : t == dtype::q4_0 ? dtype::q4_0x8 : t;
+}
+constexpr dtype dtype_x8_base(dtype t) {
+    return t == dtype::q8_0x8 ? dtype::q8_0 : t == dtype::q4_0x8 ? dtype::q4_0 : t;
+}
+constexpr bool dtype_is_x8(dtype t) { return dtype_x8_base(t) != t; }
+
+// How an input-major row (or a neuron bundle's down part) of n elements of type t is stored: Q8_0 and
+// Q4_0 rows of whole 256-element groups in their x8 form, everything else as t.
+constexpr dtype dtype_input_major_form(dtype t, int64_t n) {
+    return n % (32 * k_x8_blocks) == 0 ? dtype_x8_form(t) : t;
 }
 
 // Bytes of one row of `cols` elements; cols must be a multiple of dtype_block_elems(t).

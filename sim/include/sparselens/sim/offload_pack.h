@@ -14,7 +14,8 @@
 namespace sl::offload {
 
 // 2: unit sizes and piece types per (layer, group) (a Q4_K_M file's W_down mixes Q4_K and Q6_K layers).
-inline constexpr uint32_t pack_version = 2;
+// 3: Q8_0 / Q4_0 columns of whole 256-element groups stored in their x8 form (kernels types.h).
+inline constexpr uint32_t pack_version = 3;
 inline constexpr uint64_t pack_align = 4096;
 
 // One piece of a unit: row `id` of matrix `matrix` (0 gate, 1 up, 2 down) in its row-major form
