@@ -65,6 +65,37 @@ void quantize_q4_0(const float* x, block_q4_0* y, int64_t nb) {
     }
 }
 
+// Q6_0x8 (types.h), in Q4_0's manner: per block of 32 the signed value of largest magnitude maps to
+// q = 0 (d = max / -32), q = min(63, trunc(x / d + 32.5)).
+void quantize_q6_0x8(const float* x, uint8_t* y, int64_t n_groups) {
+    constexpr int64_t qs_at = 2 * k_x8_blocks, qh_at = qs_at + 16 * k_x8_blocks;
+    for (int64_t g = 0; g < n_groups; ++g, y += dtype_block_bytes(dtype::q6_0x8)) {
+        for (int j = 0; j < k_x8_blocks; ++j, x += 32) {
+            float amax = 0.0f, max = 0.0f;
+            for (int i = 0; i < 32; ++i) {
+                if (amax < std::fabs(x[i])) {
+                    amax = std::fabs(x[i]);
+                    max = x[i];
+                }
+            }
+            const float d = max / -32.0f;
+            const float id = d != 0.0f ? 1.0f / d : 0.0f;
+            const uint16_t h = fp32_to_fp16(d);
+            std::memcpy(y + 2 * j, &h, 2);
+            uint8_t q[32];
+            for (int i = 0; i < 32; ++i) {
+                const int8_t v = to_int8(x[i] * id + 32.5f);
+                q[i] = static_cast<uint8_t>(v < 0 ? 0 : (v > 63 ? 63 : v));
+            }
+            uint8_t* qs = y + qs_at + 16 * j;
+            uint8_t* qh = y + qh_at + 8 * j;
+            for (int i = 0; i < 16; ++i) qs[i] = static_cast<uint8_t>((q[i] & 15) | (q[i + 16] & 15) << 4);
+            for (int k = 0; k < 8; ++k)
+                qh[k] = static_cast<uint8_t>(q[k] >> 4 | (q[k + 8] >> 4) << 2 | (q[k + 16] >> 4) << 4 | (q[k + 24] >> 4) << 6);
+        }
+    }
+}
+
 }  // namespace
 
 float fp16_to_fp32(uint16_t h) {
@@ -145,6 +176,7 @@ void regroup_x8(dtype from, const void* src, void* dst, int64_t n) {
 void quantize_row(dtype t, const float* src, void* dst, int64_t n) {
     assert(n % dtype_block_elems(t) == 0);
     switch (t) {
+        case dtype::q6_0x8: quantize_q6_0x8(src, static_cast<uint8_t*>(dst), n / qk_k); break;
         case dtype::q8_0x8:
         case dtype::q4_0x8: {  // group by group through the base type, no allocation
             alignas(64) uint8_t tmp[k_x8_blocks * sizeof(block_q8_0)];

@@ -118,6 +118,25 @@ void dequant_x8(const void* src, float* dst, int64_t n) {
     }
 }
 
+// Q6_0x8 (types.h): x = d * (lo | hi << 4 - 32) per block of 32 in each group of 8.
+void dequant_q6_0x8(const void* src, float* dst, int64_t n) {
+    const auto* g = static_cast<const uint8_t*>(src);
+    for (int64_t b = 0; b < n / 32; ++b, dst += 32) {
+        const uint8_t* grp = g + b / k_x8_blocks * dtype_block_bytes(dtype::q6_0x8);
+        const int j = static_cast<int>(b % k_x8_blocks);
+        uint16_t h;
+        std::memcpy(&h, grp + 2 * j, 2);
+        const float d = fp16_to_fp32(h);
+        const uint8_t* qs = grp + 2 * k_x8_blocks + 16 * j;
+        const uint8_t* qh = grp + 18 * k_x8_blocks + 8 * j;
+        for (int i = 0; i < 32; ++i) {
+            const int lo = i < 16 ? qs[i] & 15 : qs[i - 16] >> 4;
+            const int hi = qh[i % 8] >> (2 * (i / 8)) & 3;
+            dst[i] = d * static_cast<float>((lo | hi << 4) - 32);
+        }
+    }
+}
+
 // Every other block type: decode each block into the common (q, a, b) form, then the reference
 // integer dot. Slow but exact, and the definition the SIMD kernels are tested against.
 template <dtype T>
@@ -191,6 +210,7 @@ const kernel_table& scalar_table() {
         k.dequant[4] = dequant_q4_0;
         k.dequant[static_cast<int>(dtype::q8_0x8)] = dequant_x8<dtype::q8_0>;
         k.dequant[static_cast<int>(dtype::q4_0x8)] = dequant_x8<dtype::q4_0>;
+        k.dequant[static_cast<int>(dtype::q6_0x8)] = dequant_q6_0x8;
         k.quantize_act = quantize_act_q8;
         k.stream_sum[0] = k.stream_sum[1] = stream_sum;
         return k;

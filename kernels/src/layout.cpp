@@ -105,21 +105,24 @@ void transpose_into(const tensor_view& w, dtype type, uint8_t* dst, int64_t dst_
     }
     assert(!dtype_is_quantized(type) || out % 32 == 0);
     if (avx2_encoder(type) && out % 32 == 0) return transpose_into_avx2(w, type, dst, dst_stride);
-    const int64_t n_tiles = (out + k_tile_rows - 1) / k_tile_rows;
+    // Tiles of whole destination blocks (Q6_0x8: groups of 256).
+    const int64_t tile_rows = std::max<int64_t>(k_tile_rows, dtype_block_elems(type));
+    assert(tile_rows % dtype_block_elems(type) == 0);
+    const int64_t n_tiles = (out + tile_rows - 1) / tile_rows;
     const detail::dequant_fn decode = detail::active_table().dequant[static_cast<int>(w.type)];
 #pragma omp parallel if (n_tiles > 1)
     {
-        std::vector<float> rows(static_cast<size_t>(k_tile_rows * in));
-        float col[k_tile_rows];
+        std::vector<float> rows(static_cast<size_t>(tile_rows * in));
+        std::vector<float> col(static_cast<size_t>(tile_rows));
 #pragma omp for schedule(static)
         for (int64_t t = 0; t < n_tiles; ++t) {
-            const int64_t r0 = t * k_tile_rows;
-            const int64_t nr = std::min(k_tile_rows, out - r0);
+            const int64_t r0 = t * tile_rows;
+            const int64_t nr = std::min(tile_rows, out - r0);
             for (int64_t r = 0; r < nr; ++r) decode(w.row(r0 + r), rows.data() + r * in, in);
             const int64_t dst_off = dtype_row_bytes(type, r0);
             for (int64_t c = 0; c < in; ++c) {
-                for (int64_t r = 0; r < nr; ++r) col[r] = rows[static_cast<size_t>(r * in + c)];
-                quantize_row(type, col, dst + c * dst_stride + dst_off, nr);
+                for (int64_t r = 0; r < nr; ++r) col[static_cast<size_t>(r)] = rows[static_cast<size_t>(r * in + c)];
+                quantize_row(type, col.data(), dst + c * dst_stride + dst_off, nr);
             }
         }
     }
@@ -150,7 +153,8 @@ void rows_into(const tensor_view& w, dtype type, uint8_t* dst, int64_t dst_strid
 }  // namespace
 
 dtype input_major_type(const tensor_view& w) {
-    const dtype t = dtype_replacing_layout_type(w.type);
+    dtype t = dtype_replacing_layout_type(w.type);
+    if (t == dtype::q6_0x8 && w.rows % dtype_block_elems(t) != 0) t = dtype::q8_0;  // only whole groups
     return w.rows % dtype_block_elems(t) == 0 ? dtype_input_major_form(t, w.rows) : dtype::f32;
 }
 

@@ -215,6 +215,9 @@ const quant_traits& quant_info(dtype t) {
         {unpack_q6_k, act_kind::q8_k, false, false},
         {unpack_iq4_nl, act_kind::q8_0, false, false},
         {unpack_iq4_xs, act_kind::q8_k, false, false},
+        k_none,  // q8_0x8, q4_0x8, q6_0x8: input-major layouts, read by the chunk kernels only
+        k_none,
+        k_none,
     };
     return table[static_cast<int>(t)];
 }

@@ -139,24 +139,22 @@ inline void interleave16(const uint8_t* const* p, int64_t off, __m256i& w0, __m2
     w1 = _mm256_unpackhi_epi16(ab, cd);
 }
 
-// Q4_0: one block's integer sums for outputs [0-7], [8-15], [16-23], [24-31] of the chunk (quants at
-// byte off of each row).
-template <bool X8>
-struct q4_ints : addressing<sizeof(block_q4_0), X8> {
-    static constexpr int32_t zero = 8;
-    static void sums(const uint8_t* const* r, int ng, int64_t off, const uint32_t* kq, int stride, int32_t start,
-                     __m256i* o) {
+// The low-nibble part shared by Q4_0 and Q6_0x8: one block's sums of k * nibble over the chunk's groups,
+// int16 pairs in a0 (outputs 0-3 | 8-11), a1 (4-7 | 12-15), a2 (16-19 | 24-27), a3 (20-23 | 28-31);
+// nibbles at byte off of each row. At most 16 channels per int16 lane (15 * 127 * 16 = 30480).
+struct nibble_acc {
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+    inline void add(const uint8_t* const* r4, int64_t off, __m256i kv) {
         const __m256i m = _mm256_set1_epi8(0x0f);
-        __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
-        for (int g = 0; g < ng; ++g) {
-            __m256i w0, w1;
-            interleave16(r + 4 * g, off, w0, w1);
-            const __m256i kv = _mm256_set1_epi32(static_cast<int32_t>(kq[g * stride]));
-            a0 = _mm256_add_epi16(a0, _mm256_maddubs_epi16(_mm256_and_si256(w0, m), kv));  // outputs 0-3 | 8-11
-            a1 = _mm256_add_epi16(a1, _mm256_maddubs_epi16(_mm256_and_si256(w1, m), kv));  // 4-7 | 12-15
-            a2 = _mm256_add_epi16(a2, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(w0, 4), m), kv));
-            a3 = _mm256_add_epi16(a3, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(w1, 4), m), kv));
-        }
+        __m256i w0, w1;
+        interleave16(r4, off, w0, w1);
+        a0 = _mm256_add_epi16(a0, _mm256_maddubs_epi16(_mm256_and_si256(w0, m), kv));
+        a1 = _mm256_add_epi16(a1, _mm256_maddubs_epi16(_mm256_and_si256(w1, m), kv));
+        a2 = _mm256_add_epi16(a2, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(w0, 4), m), kv));
+        a3 = _mm256_add_epi16(a3, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(w1, 4), m), kv));
+    }
+    // o[j] = outputs 8j..8j+7 as int32, plus start.
+    inline void finish(int32_t start, __m256i* o) const {
         const __m256i one = _mm256_set1_epi16(1), st = _mm256_set1_epi32(start);
         const __m256i s0 = _mm256_add_epi32(_mm256_madd_epi16(a0, one), st);
         const __m256i s1 = _mm256_add_epi32(_mm256_madd_epi16(a1, one), st);
@@ -169,6 +167,56 @@ struct q4_ints : addressing<sizeof(block_q4_0), X8> {
     }
 };
 
+// Q4_0: one block's integer sums for outputs [0-7], [8-15], [16-23], [24-31] of the chunk.
+template <bool X8>
+struct q4_ints : addressing<sizeof(block_q4_0), X8> {
+    static constexpr int32_t zero = 8;
+    static void sums(const uint8_t* const* r, int ng, int64_t b, const uint32_t* kq, int stride, int32_t start,
+                     __m256i* o) {
+        const int64_t off = q4_ints::qs_off(b);
+        nibble_acc n;
+        for (int g = 0; g < ng; ++g) n.add(r + 4 * g, off, _mm256_set1_epi32(static_cast<int32_t>(kq[g * stride])));
+        n.finish(start, o);
+    }
+};
+
+// Q6_0x8 (types.h): q = nibble | hi << 4, so sum k q = sum k nibble + 16 sum k hi. The nibbles as Q4_0's;
+// the high bits (8 bytes per row and block, byte k holding element k + 8i's in bits 2i..2i+1) are
+// interleaved 4 rows to a dword with in-lane unpacks, and bit pair i is the block's outputs 8i..8i+7.
+// A pair of 2-bit products is at most 2 * 3 * 127: int16 lanes hold the chunk.
+struct q6_ints {
+    static constexpr int64_t bytes = 26;  // per block of 32 (208 per group of 8)
+    static constexpr bool x8 = true;
+    static constexpr int32_t zero = 32;
+    static int64_t scale_off(int64_t b) { return b / k_step * 208 + 2 * (b % k_step); }
+    static void sums(const uint8_t* const* r, int ng, int64_t b, const uint32_t* kq, int stride, int32_t start,
+                     __m256i* o) {
+        const int64_t grp = b / k_step * 208, j = b % k_step;
+        const int64_t off = grp + 2 * k_step + 16 * j, hoff = grp + 18 * k_step + 8 * j;
+        const __m256i m3 = _mm256_set1_epi8(3);
+        nibble_acc n;
+        __m256i h0 = _mm256_setzero_si256(), h1 = h0, h2 = h0, h3 = h0;
+        for (int g = 0; g < ng; ++g) {
+            const uint8_t* const* p = r + 4 * g;
+            const __m256i kv = _mm256_set1_epi32(static_cast<int32_t>(kq[g * stride]));
+            n.add(p, off, kv);
+            const auto ld = [&](int i) { return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p[i] + hoff)); };
+            const __m128i ab = _mm_unpacklo_epi8(ld(0), ld(1)), cd = _mm_unpacklo_epi8(ld(2), ld(3));
+            const __m256i hv = _mm256_set_m128i(_mm_unpackhi_epi16(ab, cd), _mm_unpacklo_epi16(ab, cd));  // dword k: byte k
+            h0 = _mm256_add_epi16(h0, _mm256_maddubs_epi16(_mm256_and_si256(hv, m3), kv));  // outputs 0-7
+            h1 = _mm256_add_epi16(h1, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(hv, 2), m3), kv));
+            h2 = _mm256_add_epi16(h2, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(hv, 4), m3), kv));
+            h3 = _mm256_add_epi16(h3, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(hv, 6), m3), kv));
+        }
+        n.finish(start, o);
+        const __m256i sixteen = _mm256_set1_epi16(16);
+        o[0] = _mm256_add_epi32(o[0], _mm256_madd_epi16(h0, sixteen));
+        o[1] = _mm256_add_epi32(o[1], _mm256_madd_epi16(h1, sixteen));
+        o[2] = _mm256_add_epi32(o[2], _mm256_madd_epi16(h2, sixteen));
+        o[3] = _mm256_add_epi32(o[3], _mm256_madd_epi16(h3, sixteen));
+    }
+};
+
 // Q8_0: 32 signed bytes per row and block.
 template <bool X8>
 struct q8_ints : addressing<sizeof(block_q8_0), X8> {
@@ -177,8 +225,9 @@ struct q8_ints : addressing<sizeof(block_q8_0), X8> {
         return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(kv, w)),
                                  _mm256_set1_epi16(1));
     }
-    static void sums(const uint8_t* const* r, int ng, int64_t off, const uint32_t* kq, int stride, int32_t,
+    static void sums(const uint8_t* const* r, int ng, int64_t b, const uint32_t* kq, int stride, int32_t,
                      __m256i* o) {
+        const int64_t off = q8_ints::qs_off(b);
         __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
         for (int g = 0; g < ng; ++g) {
             const uint8_t* const* p = r + 4 * g;
@@ -258,7 +307,7 @@ void chunk_run(float* acc, int n_rows, const uint8_t* const* rows, const float* 
         const int te = whole ? static_cast<int>(b % k_step) : 0;
         prefetch();
         __m256i o[4];
-        V::sums(r, ng, V::qs_off(b), &t.kq[0][te], k_step, t.start[te], o);
+        V::sums(r, ng, b, &t.kq[0][te], k_step, t.start[te], o);
         store_block<Init>(acc + b * 32, o, t.scale[te]);
     }
 }
@@ -281,6 +330,7 @@ void add_int8_chunks_avx2(sparse_table& k) {
 void add_int8_x8_chunks_avx2(sparse_table& k) {
     k.chunk[static_cast<int>(dtype::q8_0x8)] = chunk<q8_ints<true>>;
     k.chunk[static_cast<int>(dtype::q4_0x8)] = chunk<q4_ints<true>>;
+    k.chunk[static_cast<int>(dtype::q6_0x8)] = chunk<q6_ints>;
 }
 
 }  // namespace sl::kernels::detail

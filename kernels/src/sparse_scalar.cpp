@@ -92,6 +92,33 @@ void axpy_q4_0(float* acc, bool init, int n_rows, const uint8_t* const* rows, co
     });
 }
 
+// Q6_0x8 rows (types.h): per block the coefficient s[g] * d, then the 6-bit integers q - 32.
+void axpy_q6_0x8(float* acc, bool init, int n_rows, const uint8_t* const* rows, const float* s, int64_t n,
+                 const uint8_t* const*) {
+    const int64_t gb = dtype_block_bytes(dtype::q6_0x8);
+    for (int64_t b = 0; b < n / 32; ++b) {
+        float c[k_axpy_rows];
+        int q[k_axpy_rows][32];
+        for (int g = 0; g < n_rows; ++g) {
+            const uint8_t* grp = rows[g] + b / k_x8_blocks * gb;
+            const int j = static_cast<int>(b % k_x8_blocks);
+            uint16_t h;
+            std::memcpy(&h, grp + 2 * j, 2);
+            c[g] = s[g] * fp16_to_fp32(h);
+            const uint8_t* qs = grp + 2 * k_x8_blocks + 16 * j;
+            const uint8_t* qh = grp + 18 * k_x8_blocks + 8 * j;
+            for (int i = 0; i < 32; ++i)
+                q[g][i] = ((i < 16 ? qs[i] & 15 : qs[i - 16] >> 4) | (qh[i % 8] >> (2 * (i / 8)) & 3) << 4) - 32;
+        }
+        float* a_out = acc + b * 32;
+        for (int i = 0; i < 32; ++i) {
+            float a = init ? 0.0f : a_out[i];
+            for (int g = 0; g < n_rows; ++g) a = c[g] * static_cast<float>(q[g][i]) + a;
+            a_out[i] = a;
+        }
+    }
+}
+
 }  // namespace
 
 const sparse_table& sparse_scalar_table() {
@@ -104,6 +131,7 @@ const sparse_table& sparse_scalar_table() {
         k.axpy[4] = axpy_q4_0<false>;
         k.axpy[static_cast<int>(dtype::q8_0x8)] = axpy_q8_0<true>;
         k.axpy[static_cast<int>(dtype::q4_0x8)] = axpy_q4_0<true>;
+        k.axpy[static_cast<int>(dtype::q6_0x8)] = axpy_q6_0x8;
         return k;
     }();
     return t;

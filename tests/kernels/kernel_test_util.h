@@ -63,6 +63,7 @@ struct block_place {
     int64_t scale, quants;
 };
 inline block_place place_of_block(dtype t, int64_t b) {
+    if (t == dtype::q6_0x8) return {b / 8 * 208 + 2 * (b % 8), b / 8 * 208 + 16 + 16 * (b % 8)};  // nibbles
     const bool q8 = t == dtype::q8_0 || t == dtype::q8_0x8;
     const int64_t bb = q8 ? 34 : 18;
     if (t == dtype::q8_0 || t == dtype::q4_0) return {b * bb, b * bb + 2};
@@ -74,6 +75,14 @@ inline block_place place_of_block(dtype t, int64_t b) {
 inline double element(dtype t, const uint8_t* row, int64_t c) {
     uint16_t h;
     switch (t) {
+        case dtype::q6_0x8: {  // x = d * (q - 32), q = nibble | high 2 bits << 4 (types.h)
+            const block_place p = place_of_block(t, c / 32);
+            std::memcpy(&h, row + p.scale, 2);
+            const int j = static_cast<int>(c % 32);
+            const uint8_t nib = j < 16 ? row[p.quants + j] & 15 : row[p.quants + j - 16] >> 4;
+            const uint8_t hi = (row[c / 256 * 208 + 144 + c % 256 / 32 * 8 + j % 8] >> (2 * (j / 8))) & 3;
+            return half_value(h) * ((nib | hi << 4) - 32);
+        }
         case dtype::q8_0x8:
         case dtype::q4_0x8: {
             const block_place p = place_of_block(t, c / 32);

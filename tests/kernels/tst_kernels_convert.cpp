@@ -304,6 +304,50 @@ TEST(quant, x8_forms_are_the_base_blocks_regrouped) {
     k::set_active_isa(saved);
 }
 
+// Q6_0x8 (types.h), written out from its description: per block of 32 the signed value of largest
+// magnitude sets d = max / -32 (stored fp16), q = min(63, trunc(x / d + 32.5)), x' = d * (q - 32); the
+// 6-bit grid's error is at most half a step (d / 2), a whole step where +32 d is clamped to 31 d.
+TEST(quant, q6_0x8_encodes_six_bit_blocks) {
+    const k::isa saved = k::active_isa();
+    g_state = 5;
+    const int64_t n = 256 * 3;
+    std::vector<float> x(n);
+    for (auto& v : x) v = static_cast<float>(static_cast<int64_t>(next_u64() % 20001) - 10000) / 313.0f;
+    for (int i = 0; i < 32; ++i) x[static_cast<size_t>(64 + i)] = 0.0f;  // an all-zero block
+    std::vector<uint8_t> enc(static_cast<size_t>(sl::dtype_row_bytes(dtype::q6_0x8, n)));
+    ASSERT_EQ(enc.size(), 3u * 208u);
+    k::quantize_row(dtype::q6_0x8, x.data(), enc.data(), n);
+    std::vector<float> ref(static_cast<size_t>(n));
+    for (int64_t b = 0; b < n / 32; ++b) {
+        const float* xb = x.data() + b * 32;
+        float amax = 0.0f, max = 0.0f;
+        for (int i = 0; i < 32; ++i)
+            if (amax < std::fabs(xb[i])) amax = std::fabs(xb[i]), max = xb[i];
+        const float d = max / -32.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        const uint8_t* g = enc.data() + b / 8 * 208;
+        const int j = static_cast<int>(b % 8);
+        uint16_t h;
+        std::memcpy(&h, g + 2 * j, 2);
+        ASSERT_EQ(h, k::fp32_to_fp16(d)) << "scale of block " << b;
+        for (int i = 0; i < 32; ++i) {
+            const int q = std::min(63, std::max(0, static_cast<int>(xb[i] * id + 32.5f)));
+            const int nib = i < 16 ? g[16 + 16 * j + i] & 15 : g[16 + 16 * j + i - 16] >> 4;
+            const int hi = g[144 + 8 * j + i % 8] >> (2 * (i / 8)) & 3;
+            ASSERT_EQ(nib | hi << 4, q) << "block " << b << " element " << i;
+            ref[static_cast<size_t>(b * 32 + i)] = k::fp16_to_fp32(h) * static_cast<float>(q - 32);
+            const bool clamped = xb[i] * id + 32.5f >= 64.0f;
+            EXPECT_LE(std::fabs(ref[static_cast<size_t>(b * 32 + i)] - xb[i]), std::fabs(d) * (clamped ? 1.01f : 0.501f) + 1e-5f);
+        }
+    }
+    for (k::isa i : {k::isa::scalar, k::isa::avx2, k::isa::avx512}) {
+        if (k::set_active_isa(i) != i) continue;
+        std::vector<float> y(static_cast<size_t>(n));
+        k::dequantize_row(dtype::q6_0x8, enc.data(), y.data(), n);
+        ASSERT_EQ(0, std::memcmp(y.data(), ref.data(), n * 4)) << k::isa_name(i);
+    }
+    k::set_active_isa(saved);
+}
+
 // The layouts (input-major copies and neuron bundles) built on every ISA equal the scalar reference
 // encoder applied to the gathered columns / rows, bit for bit: the AVX2 encoders transpose in registers
 // and round like quantize_row, including all-zero and signed-zero blocks, magnitude ties (the first
@@ -335,8 +379,8 @@ TEST(quant, layouts_are_identical_on_every_isa_and_equal_the_reference_encoder) 
             if (r % 9 == 4) w[static_cast<size_t>(r * sh.cols + 3)] = r % 2 ? NAN : -INFINITY;
         }
         const sl::tensor_view src{dtype::f32, sh.rows, sh.cols, w.data()};
-        for (dtype t : {dtype::q8_0, dtype::q4_0, dtype::f16, dtype::f32, dtype::q8_0x8, dtype::q4_0x8}) {
-            if (sl::dtype_is_x8(t) && sh.rows % 256 != 0) continue;  // x8 forms: whole groups of 256 outputs
+        for (dtype t : {dtype::q8_0, dtype::q4_0, dtype::f16, dtype::f32, dtype::q8_0x8, dtype::q4_0x8, dtype::q6_0x8}) {
+            if (sl::dtype_block_elems(t) == 256 && sh.rows % 256 != 0) continue;  // whole groups of 256 outputs
             // Reference: each column through quantize_row.
             const int64_t rb = sl::dtype_row_bytes(t, sh.rows);
             std::vector<uint8_t> ref(static_cast<size_t>(rb * sh.cols));

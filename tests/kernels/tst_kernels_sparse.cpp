@@ -106,6 +106,7 @@ TEST_P(sparse_by_type, input_sparse_matches_double_reference) {
         if (is_quant(t) && s.rows % 32 != 0) continue;  // quantized along the outputs
         std::vector<dtype> forms{t};                     // Q8_0 / Q4_0 of whole 256-output groups: the x8 form too
         if (sl::dtype_input_major_form(t, s.rows) != t) forms.push_back(sl::dtype_input_major_form(t, s.rows));
+        if (t == dtype::q8_0 && s.rows % 256 == 0) forms.push_back(dtype::q6_0x8);  // Q6_K matrices' layout type
       for (const dtype lt : forms) {
         const int64_t out = s.rows, in = s.cols;
         const matrix w = make_matrix(dtype::f32, out, in, 11 + out * 3 + in);
@@ -193,6 +194,10 @@ TEST(sparse, input_sparse_rounding_matches_dense_activation_rounding) {
 int stored_int(dtype t, const uint8_t* row, int64_t o) {
     const uint8_t* q = row + place_of_block(t, o / 32).quants;
     const int j = static_cast<int>(o % 32);
+    if (t == dtype::q6_0x8) {
+        const int hi = (row[o / 256 * 208 + 144 + o % 256 / 32 * 8 + j % 8] >> (2 * (j / 8))) & 3;
+        return ((j < 16 ? (q[j] & 15) : (q[j - 16] >> 4)) | hi << 4) - 32;
+    }
     if (t == dtype::q8_0 || t == dtype::q8_0x8) return static_cast<int8_t>(q[j]);
     return (j < 16 ? (q[j] & 15) : (q[j - 16] >> 4)) - 8;
 }
@@ -281,10 +286,11 @@ TEST(sparse, input_sparse_integer_chunks_are_exact) {
         EXPECT_TRUE(k::input_sparse_rounds_activations(dtype::q4_0));
         EXPECT_TRUE(k::input_sparse_rounds_activations(dtype::q8_0x8));
         EXPECT_TRUE(k::input_sparse_rounds_activations(dtype::q4_0x8));
+        EXPECT_TRUE(k::input_sparse_rounds_activations(dtype::q6_0x8));
     }
     int checked = 0;
-    for (dtype t : {dtype::q8_0, dtype::q4_0, dtype::q8_0x8, dtype::q4_0x8}) {
-        const bool x8 = sl::dtype_is_x8(t);
+    for (dtype t : {dtype::q8_0, dtype::q4_0, dtype::q8_0x8, dtype::q4_0x8, dtype::q6_0x8}) {
+        const bool x8 = sl::dtype_block_elems(t) == 256;
         // Outputs: one block, a partial 8-block step, 8-block steps plus a tail, a long and a short llama
         // row (the x8 forms: whole groups of 256 only).
         for (const shape& s : {shape{32, 45}, shape{96, 33}, shape{320, 70}, shape{2048, 100}, shape{14336, 40},

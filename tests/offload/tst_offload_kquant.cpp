@@ -59,11 +59,12 @@ TEST(OffloadKQuant, PackCarriesPerLayerUnitTypes) {
     ASSERT_TRUE(p.ok()) << p.message();
     ASSERT_EQ(p->groups.size(), 2u);  // input_column_pair, down_column
     const pack_region &down0 = p->region(0, 1), &down3 = p->region(3, 1);
-    // Columns of 256 outputs: whole x8 groups, so stored in the x8 forms (the chunk kernels' layout).
+    // Columns of 256 outputs: whole groups, so Q4_K's in the x8 form of Q4_0 and Q6_K's in the 6-bit
+    // Q6_0x8 (no more bytes than Q6_K; Q8_0 before stop 21).
     EXPECT_EQ(down0.segments[0].type, dtype::q4_0x8);
-    EXPECT_EQ(down3.segments[0].type, dtype::q8_0x8);
+    EXPECT_EQ(down3.segments[0].type, dtype::q6_0x8);
     EXPECT_EQ(down0.unit_bytes, 256u / 32 * 18);
-    EXPECT_EQ(down3.unit_bytes, 256u / 32 * 34);
+    EXPECT_EQ(down3.unit_bytes, 208u);
     EXPECT_EQ(p->groups[1].max_unit_bytes, down3.unit_bytes);
     EXPECT_EQ(p->region(0, 0).segments[0].type, dtype::q4_0x8);  // W_up / W_gate columns: Q4_K -> Q4_0 (x8)
     EXPECT_TRUE(pack_verify(*p).ok());

@@ -12,9 +12,9 @@ namespace sl {
 enum class dtype : uint8_t {
     f32 = 0, f16 = 1, bf16 = 2, q8_0 = 3, q4_0 = 4,
     q4_1 = 5, q5_0 = 6, q5_1 = 7, q2_k = 8, q3_k = 9, q4_k = 10, q5_k = 11, q6_k = 12, iq4_nl = 13, iq4_xs = 14,
-    q8_0x8 = 15, q4_0x8 = 16,  // input-major forms only (dtype_input_major_form), never in a file
+    q8_0x8 = 15, q4_0x8 = 16, q6_0x8 = 17,  // input-major layouts only, never in a file
 };
-inline constexpr int n_dtypes = 17;
+inline constexpr int n_dtypes = 18;
 
 inline constexpr int32_t qk8_0 = 32;  // elements per Q8_0 block
 inline constexpr int32_t qk4_0 = 32;  // elements per Q4_0 block
@@ -40,6 +40,13 @@ static_assert(sizeof(block_q4_0) == 18);
 // same bytes as the eight blocks. Input-major rows are stored this way: the integer-dot chunk kernels
 // read a row's eight scales with one load instead of gathering them 34 or 18 bytes apart.
 inline constexpr int32_t k_x8_blocks = 8;
+
+// Q6_0x8: eight 32-element blocks of 6-bit symmetric quants, x = d * (q - 32) with q = lo | hi << 4 in
+// [0, 63]; per group of 256: the 8 fp16 scales (16 bytes), the 8 blocks' low nibbles as Q4_0's (128:
+// element j < 16 in the low nibble of byte j, j + 16 in the high one), the 8 blocks' high bits (64: byte
+// k of a block holds element k + 8i's in bits 2i..2i+1). 208 bytes per 256 = 6.5 bits per weight, no
+// more than Q6_K's 6.5625: Q6_K matrices (a Q4_K_M file's W_down in some layers) are laid out input-major
+// in it instead of Q8_0's 8.5 bits (one more rounding, to a 6-bit grid per 32 outputs).
 
 // The other block layouts (byte offsets as ggml's structs; all fp16 fields little-endian). The
 // decoders in kernels/src/quant_unpack.cpp document each one's element formula.
@@ -72,6 +79,7 @@ inline constexpr dtype_traits k_dtype_traits[n_dtypes] = {
     {"Q3_K", 11, 256, 110, false}, {"Q4_K", 12, 256, 144, false}, {"Q5_K", 13, 256, 176, false},
     {"Q6_K", 14, 256, 210, false}, {"IQ4_NL", 20, 32, 18, false}, {"IQ4_XS", 23, 256, 136, false},
     {"Q8_0x8", k_no_ggml_id, 256, 272, true}, {"Q4_0x8", k_no_ggml_id, 256, 144, true},
+    {"Q6_0x8", k_no_ggml_id, 256, 208, true},
 };
 
 constexpr const dtype_traits& dtype_info(dtype t) { return k_dtype_traits[static_cast<int>(t)]; }
@@ -90,13 +98,16 @@ constexpr bool dtype_is_quantized(dtype t) { return dtype_info(t).block_elems > 
 constexpr dtype dtype_layout_type(dtype t) { return dtype_info(t).encodable ? t : dtype::q8_0; }
 
 // The type a layout that REPLACES a matrix (one layout per matrix, see core's context::set_method) is
-// written in: the type itself when encodable, else the smallest encodable type with at least as many
-// bytes per element (Q4_K, Q3_K, Q2_K, IQ4_NL, IQ4_XS -> Q4_0 at <= the same bytes; Q4_1, Q5_*, Q6_K ->
-// Q8_0), so the resident weights stay within a few percent of the file's instead of growing to Q8_0.
+// written in: the type itself when encodable, else by bytes per element: Q4_0 for types of no more than
+// its bytes (Q4_K, Q3_K, Q2_K, IQ4_NL, IQ4_XS), Q6_0x8 for types of at least its bytes that are not
+// encodable (Q6_K; only for rows of whole 256-element groups, else Q8_0: kernels::input_major_type),
+// Q8_0 for the rest (Q4_1, Q5_*), so the resident weights stay within a few percent of the file's
+// instead of growing to Q8_0.
 constexpr dtype dtype_replacing_layout_type(dtype t) {
     if (dtype_info(t).encodable) return t;
     const auto per_elem = [](dtype u) { return double(dtype_block_bytes(u)) / double(dtype_block_elems(u)); };
-    return per_elem(t) <= per_elem(dtype::q4_0) ? dtype::q4_0 : dtype::q8_0;
+    if (per_elem(t) <= per_elem(dtype::q4_0)) return dtype::q4_0;
+    return per_elem(t) >= per_elem(dtype::q6_0x8) ? dtype::q6_0x8 : dtype::q8_0;
 }
 
 // A type GGUF files hold (not a layout-only form).
@@ -112,7 +123,8 @@ constexpr dtype dtype_x8_base(dtype t) {
 constexpr bool dtype_is_x8(dtype t) { return dtype_x8_base(t) != t; }
 
 // How an input-major row (or a neuron bundle's down part) of n elements of type t is stored: Q8_0 and
-// Q4_0 rows of whole 256-element groups in their x8 form, everything else as t.
+// Q4_0 rows of whole 256-element groups in their x8 form, everything else as t. (Q6_0x8 exists only in
+// groups; it is not an x8 form of anything.)
 constexpr dtype dtype_input_major_form(dtype t, int64_t n) {
     return n % (32 * k_x8_blocks) == 0 ? dtype_x8_form(t) : t;
 }
