@@ -45,8 +45,8 @@ uint8_t* aligned_buffer(std::vector<uint8_t>& owner, int64_t bytes) {
 
 // The encoders with an AVX2 build (layout_avx2.cpp): the types layouts are written in.
 bool avx2_encoder(dtype type) {
-    return active_isa() >= isa::avx2 &&
-           (type == dtype::q8_0 || type == dtype::q4_0 || type == dtype::f16 || type == dtype::f32);
+    return active_isa() >= isa::avx2 && (type == dtype::q8_0 || type == dtype::q4_0 || type == dtype::f16 ||
+                                         type == dtype::f32 || type == dtype::q6_0x8);
 }
 
 // Columns decoded per step of the AVX2 transposition: 32 rows x 256 f32 = 32 KiB stays in L1, and 256
@@ -64,13 +64,14 @@ void transpose_into_avx2(const tensor_view& w, dtype type, uint8_t* dst, int64_t
         std::vector<float> tile(static_cast<size_t>(32 * k_chunk_cols));
 #pragma omp for schedule(static)
         for (int64_t t = 0; t < n_tiles; ++t) {
-            const int64_t dst_off = dtype_row_bytes(type, t * 32);
+            int slot = 0;
+            const int64_t dst_off = detail::block_offset(type, t, slot);
             for (int64_t c0 = 0; c0 < in; c0 += k_chunk_cols) {
                 const int64_t nc = std::min(k_chunk_cols, in - c0);  // a multiple of the source's block
                 for (int64_t r = 0; r < 32; ++r)
                     decode(w.row(t * 32 + r) + c0 / be * dtype_block_bytes(w.type), tile.data() + r * k_chunk_cols, nc);
                 detail::encode_tile_columns_avx2(tile.data(), k_chunk_cols, nc, type, dst + c0 * dst_stride + dst_off,
-                                                 dst_stride);
+                                                 dst_stride, slot);
             }
         }
     }
@@ -104,7 +105,8 @@ void transpose_into(const tensor_view& w, dtype type, uint8_t* dst, int64_t dst_
         return;
     }
     assert(!dtype_is_quantized(type) || out % 32 == 0);
-    if (avx2_encoder(type) && out % 32 == 0) return transpose_into_avx2(w, type, dst, dst_stride);
+    if (avx2_encoder(type) && out % dtype_block_elems(type) == 0 && out % 32 == 0)
+        return transpose_into_avx2(w, type, dst, dst_stride);
     // Tiles of whole destination blocks (Q6_0x8: groups of 256).
     const int64_t tile_rows = std::max<int64_t>(k_tile_rows, dtype_block_elems(type));
     assert(tile_rows % dtype_block_elems(type) == 0);
@@ -142,7 +144,7 @@ void rows_into(const tensor_view& w, dtype type, uint8_t* dst, int64_t dst_strid
 #pragma omp for schedule(static)
         for (int64_t r = 0; r < w.rows; ++r) {
             decode(w.row(r), row.data(), w.cols);
-            if (avx2_encoder(type) && w.cols % 32 == 0)
+            if (avx2_encoder(type) && w.cols % dtype_block_elems(type) == 0 && w.cols % 32 == 0)
                 detail::encode_row_avx2(type, row.data(), dst + r * dst_stride, w.cols);
             else
                 quantize_row(type, row.data(), dst + r * dst_stride, w.cols);

@@ -65,8 +65,8 @@ void block_q8_0_from(const __m256 v[4], block_q8_0* y) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(y->qs), pack_bytes(q));
 }
 
-// convert.cpp quantize_q4_0: the first value of largest magnitude maps to -8; q = min(15, int8(x/d + 8.5)).
-void block_q4_0_from(const __m256 v[4], block_q4_0* y) {
+// The first value of largest magnitude among v (0 when all |x| are 0 or NaN), as the scalar loops find it.
+float signed_max(const __m256 v[4]) {
     const float amax = abs_max(v);
     float max = 0.0f;  // all |x| = 0 (or NaN): the scalar loop never updates its +0
     if (amax > 0.0f) {
@@ -81,25 +81,61 @@ void block_q4_0_from(const __m256 v[4], block_q4_0* y) {
             }
         }
     }
+    return max;
+}
+
+// q = min(Top, max(0, int8(x * id + Off))) per lane, as convert.cpp's Q4_0 / Q6_0x8 encoders.
+inline void biased_ints(const __m256 v[4], float id, float off, int32_t top, __m256i q[4]) {
+    const __m256 idv = _mm256_set1_ps(id), offv = _mm256_set1_ps(off);
+    for (int u = 0; u < 4; ++u) {
+        const __m256i t = to_int8_lanes(nan_to_zero(_mm256_add_ps(_mm256_mul_ps(v[u], idv), offv)));
+        q[u] = _mm256_min_epi32(_mm256_set1_epi32(top), _mm256_max_epi32(_mm256_setzero_si256(), t));
+    }
+}
+
+// 16 bytes: byte j = (q_j & 15) | (q_{j+16} & 15) << 4 (Q4_0's nibble order).
+inline void store_nibbles(const __m256i q[4], uint8_t* dst) {
+    const __m256i m = _mm256_set1_epi32(15);
+    const __m256i c0 = _mm256_or_si256(_mm256_and_si256(q[0], m), _mm256_slli_epi32(_mm256_and_si256(q[2], m), 4));
+    const __m256i c1 = _mm256_or_si256(_mm256_and_si256(q[1], m), _mm256_slli_epi32(_mm256_and_si256(q[3], m), 4));
+    const __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(c0, c1), 0xd8);  // 16 words in order
+    const __m256i b = _mm256_permute4x64_epi64(_mm256_packus_epi16(p, p), 0xd8);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), _mm256_castsi256_si128(b));
+}
+
+// convert.cpp quantize_q4_0: the first value of largest magnitude maps to -8; q = min(15, int8(x/d + 8.5)).
+void block_q4_0_from(const __m256 v[4], block_q4_0* y) {
+    const float max = signed_max(v);
     const float d = max / -8.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     y->d = fp32_to_fp16(d);
-    const __m256 idv = _mm256_set1_ps(id), off = _mm256_set1_ps(8.5f);
     __m256i q[4];
-    for (int u = 0; u < 4; ++u) {
-        const __m256i t = to_int8_lanes(nan_to_zero(_mm256_add_ps(_mm256_mul_ps(v[u], idv), off)));
-        q[u] = _mm256_min_epi32(_mm256_set1_epi32(15), _mm256_max_epi32(_mm256_setzero_si256(), t));
-    }
-    // Byte j = q_j | q_{j+16} << 4.
-    const __m256i c0 = _mm256_or_si256(q[0], _mm256_slli_epi32(q[2], 4));
-    const __m256i c1 = _mm256_or_si256(q[1], _mm256_slli_epi32(q[3], 4));
-    const __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(c0, c1), 0xd8);  // 16 words in order
-    const __m256i b = _mm256_permute4x64_epi64(_mm256_packus_epi16(p, p), 0xd8);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(y->qs), _mm256_castsi256_si128(b));
+    biased_ints(v, id, 8.5f, 15, q);
+    store_nibbles(q, y->qs);
 }
 
-void block_from(dtype type, const __m256 v[4], uint8_t* dst) {
+// convert.cpp quantize_q6_0x8, block `slot` of the group at g: the first value of largest magnitude
+// maps to -32; q = min(63, int8(x/d + 32.5)); nibbles as Q4_0's, high bit pairs byte k = q_{k+8i} >> 4
+// in bits 2i..2i+1.
+void block_q6_0x8_from(const __m256 v[4], uint8_t* g, int slot) {
+    const float max = signed_max(v);
+    const float d = max / -32.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const uint16_t h = fp32_to_fp16(d);
+    std::memcpy(g + 2 * slot, &h, 2);
+    __m256i q[4];
+    biased_ints(v, id, 32.5f, 63, q);
+    store_nibbles(q, g + 2 * k_x8_blocks + 16 * slot);
+    __m256i hi = _mm256_srli_epi32(q[0], 4);
+    for (int i = 1; i < 4; ++i) hi = _mm256_or_si256(hi, _mm256_slli_epi32(_mm256_srli_epi32(q[i], 4), 2 * i));
+    const __m128i w = _mm_packus_epi32(_mm256_castsi256_si128(hi), _mm256_extracti128_si256(hi, 1));  // 8 words
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(g + 18 * k_x8_blocks + 8 * slot), _mm_packus_epi16(w, w));
+}
+
+// One 32-element block of `type` at dst (Q6_0x8: dst is the group, slot the block's place in it).
+void block_from(dtype type, const __m256 v[4], uint8_t* dst, int slot) {
     switch (type) {
+        case dtype::q6_0x8: block_q6_0x8_from(v, dst, slot); break;
         case dtype::q8_0: block_q8_0_from(v, reinterpret_cast<block_q8_0*>(dst)); break;
         case dtype::q4_0: block_q4_0_from(v, reinterpret_cast<block_q4_0*>(dst)); break;
         case dtype::f16:
@@ -137,7 +173,7 @@ inline void transpose8(__m256 r[8]) {
 }  // namespace
 
 void encode_tile_columns_avx2(const float* tile, int64_t ld, int64_t ncols, dtype type, uint8_t* dst,
-                              int64_t dst_stride) {
+                              int64_t dst_stride, int slot) {
     int64_t c = 0;
     for (; c + 8 <= ncols; c += 8) {
         __m256 col[8][4];  // [column][8-row group]
@@ -147,23 +183,32 @@ void encode_tile_columns_avx2(const float* tile, int64_t ld, int64_t ncols, dtyp
             transpose8(r);
             for (int k = 0; k < 8; ++k) col[k][g] = r[k];
         }
-        for (int k = 0; k < 8; ++k) block_from(type, col[k], dst + (c + k) * dst_stride);
+        for (int k = 0; k < 8; ++k) block_from(type, col[k], dst + (c + k) * dst_stride, slot);
     }
     for (; c < ncols; ++c) {
         alignas(32) float x[32];
         for (int r = 0; r < 32; ++r) x[r] = tile[r * ld + c];
         const __m256 v[4] = {_mm256_load_ps(x), _mm256_load_ps(x + 8), _mm256_load_ps(x + 16), _mm256_load_ps(x + 24)};
-        block_from(type, v, dst + c * dst_stride);
+        block_from(type, v, dst + c * dst_stride, slot);
     }
 }
 
 void encode_row_avx2(dtype type, const float* src, uint8_t* dst, int64_t n) {
-    const int64_t block_bytes = dtype_row_bytes(type, 32);
     for (int64_t b = 0; b < n / 32; ++b) {
         const float* x = src + 32 * b;
         const __m256 v[4] = {_mm256_loadu_ps(x), _mm256_loadu_ps(x + 8), _mm256_loadu_ps(x + 16), _mm256_loadu_ps(x + 24)};
-        block_from(type, v, dst + b * block_bytes);
+        int slot = 0;
+        block_from(type, v, dst + block_offset(type, b, slot), slot);
     }
+}
+
+int64_t block_offset(dtype type, int64_t b, int& slot) {
+    if (dtype_block_elems(type) == 32 * k_x8_blocks) {  // Q6_0x8: the group, and the place in it
+        slot = static_cast<int>(b % k_x8_blocks);
+        return b / k_x8_blocks * dtype_block_bytes(type);
+    }
+    slot = 0;
+    return dtype_row_bytes(type, 32 * b);
 }
 
 }  // namespace sl::kernels::detail
