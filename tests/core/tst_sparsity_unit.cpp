@@ -84,6 +84,30 @@ TEST(TopK, EqualsTheRankingOnRandomScoresWithTiesZerosInfAndNaN) {
     }
 }
 
+// Long score vectors as the engine ranks them (|GLU| of 8192 neurons; many equal values; one value
+// everywhere), where the k-th best key's 12-bit bucket holds from a few to all of the scores.
+TEST(TopK, EqualsTheRankingOnLongVectors) {
+    std::mt19937 rng(9);
+    std::normal_distribution<float> nd;
+    std::uniform_int_distribution<int> few(0, 5);
+    std::vector<int32_t> out;
+    for (int kind = 0; kind < 4; ++kind) {
+        for (const int64_t n : {int64_t{2048}, int64_t{8192}, int64_t{14336}}) {
+            std::vector<float> s(static_cast<size_t>(n));
+            for (size_t i = 0; i < s.size(); ++i)
+                s[i] = kind == 0   ? std::fabs(nd(rng))
+                       : kind == 1 ? static_cast<float>(few(rng)) * 0.25f          // heavy ties
+                       : kind == 2 ? 1.0f + static_cast<float>(i % 7) * 1e-7f      // one bucket
+                                   : (i % 11 == 0 ? NAN : nd(rng) * 1e-30f);       // NaN, denormal range
+            for (const double d : {0.01, 0.1, 0.5, 0.9}) {
+                const auto k = static_cast<int64_t>(d * static_cast<double>(n));
+                sl::top_k_indices(s, k, out);
+                ASSERT_EQ(out, top_k_reference(s, k)) << "kind " << kind << " n=" << n << " k=" << k;
+            }
+        }
+    }
+}
+
 TEST(Threshold, AbsoluteValueAndNaN) {
     sl::index_mask m;
     sl::threshold_mask(std::vector<float>{-2.0f, 0.5f, NAN, 1.0f, -0.99f}, 1.0f, m);
