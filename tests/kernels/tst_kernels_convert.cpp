@@ -36,6 +36,14 @@ uint64_t next_u64() {  // splitmix64
     return z ^ (z >> 31);
 }
 
+// n values in [-10000, 10000] / div from splitmix64 seeded with `seed` (steps of 1 / div: ties and zeros).
+std::vector<float> spread_values(int64_t n, uint64_t seed, float div) {
+    g_state = seed;
+    std::vector<float> x(static_cast<size_t>(n));
+    for (auto& v : x) v = static_cast<float>(static_cast<int64_t>(next_u64() % 20001) - 10000) / div;
+    return x;
+}
+
 // Value of a finite half by its definition (no bit tricks shared with the library).
 double half_value(uint16_t h) {
     const int e = (h >> 10) & 0x1f, m = h & 0x3ff;
@@ -241,10 +249,8 @@ TEST(quant, round_trip_error_bounds) {
 
 TEST(quant, dequantize_is_identical_on_every_isa) {
     const k::isa saved = k::active_isa();
-    g_state = 7;
     const int64_t n = 32 * 37 + 0;
-    std::vector<float> x(n);
-    for (auto& v : x) v = static_cast<float>(static_cast<int64_t>(next_u64() % 20001) - 10000) / 1000.0f;
+    const std::vector<float> x = spread_values(n, 7, 1000.0f);
     for (dtype t : {dtype::f32, dtype::f16, dtype::bf16, dtype::q8_0, dtype::q4_0}) {
         std::vector<uint8_t> enc(static_cast<size_t>(sl::dtype_row_bytes(t, n)));
         k::quantize_row(t, x.data(), enc.data(), n);
@@ -269,10 +275,8 @@ TEST(quant, dequantize_is_identical_on_every_isa) {
 // the 8 blocks' quants. Encoding, decoding and regroup_x8 agree with that byte for byte on every ISA.
 TEST(quant, x8_forms_are_the_base_blocks_regrouped) {
     const k::isa saved = k::active_isa();
-    g_state = 11;
     const int64_t n = 256 * 5;
-    std::vector<float> x(n);
-    for (auto& v : x) v = static_cast<float>(static_cast<int64_t>(next_u64() % 20001) - 10000) / 777.0f;
+    const std::vector<float> x = spread_values(n, 11, 777.0f);
     for (dtype base : {dtype::q8_0, dtype::q4_0}) {
         const dtype x8 = sl::dtype_x8_form(base);
         EXPECT_TRUE(sl::dtype_is_x8(x8));
@@ -309,10 +313,8 @@ TEST(quant, x8_forms_are_the_base_blocks_regrouped) {
 // 6-bit grid's error is at most half a step (d / 2), a whole step where +32 d is clamped to 31 d.
 TEST(quant, q6_0x8_encodes_six_bit_blocks) {
     const k::isa saved = k::active_isa();
-    g_state = 5;
     const int64_t n = 256 * 3;
-    std::vector<float> x(n);
-    for (auto& v : x) v = static_cast<float>(static_cast<int64_t>(next_u64() % 20001) - 10000) / 313.0f;
+    std::vector<float> x = spread_values(n, 5, 313.0f);
     for (int i = 0; i < 32; ++i) x[static_cast<size_t>(64 + i)] = 0.0f;  // an all-zero block
     std::vector<uint8_t> enc(static_cast<size_t>(sl::dtype_row_bytes(dtype::q6_0x8, n)));
     ASSERT_EQ(enc.size(), 3u * 208u);
