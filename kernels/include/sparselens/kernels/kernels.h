@@ -25,8 +25,8 @@ uint16_t fp32_to_bf16(float f);  // round to nearest even
 // n must be a multiple of dtype_block_elems(t).
 void dequantize_row(dtype t, const void* src, float* dst, int64_t n);
 // Reference encoders with ggml's rounding (Q8_0: d = amax/127; Q4_0: d = max/-8 by signed max).
-// Only for types with dtype_info(t).encodable (F32, F16, BF16, Q8_0, Q4_0); copies of other types
-// are written as dtype_layout_type(t).
+// Only for types with dtype_info(t).encodable (F32, F16, BF16, Q8_0, Q4_0 and the layout-only Q8_0x8,
+// Q4_0x8, Q6_0x8 of types.h); copies of other types are written as dtype_layout_type(t).
 void quantize_row(dtype t, const float* src, void* dst, int64_t n);
 // Rewrites n elements of Q8_0 / Q4_0 (from) as their x8 form, or of an x8 form back as Q8_0 / Q4_0:
 // a byte permutation, lossless both ways (n a multiple of 256; src and dst must not overlap).

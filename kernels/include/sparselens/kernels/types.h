@@ -63,7 +63,7 @@ inline constexpr int32_t k_x8_blocks = 8;
 
 // One row per type: a new type is a row here plus its decoder, never a copy of a kernel.
 struct dtype_traits {
-    std::string_view name;  // ggml's name
+    std::string_view name;  // ggml's name (ours for the layout-only forms)
     uint32_t ggml_id;       // GGUF tensor type id (k_no_ggml_id: a layout-only form)
     int32_t block_elems;    // elements per storage block (1 for plain floating-point types)
     int32_t block_bytes;    // bytes per storage block
