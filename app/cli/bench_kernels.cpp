@@ -342,8 +342,8 @@ private:
             r.baseline = "dense_mlp";
             dense_s = tm.median;
         }
-        // The bundles' type: the down layout's (its x8 form is the down parts' storage, bundle_view::down_type).
-        const dtype lt = dtype_x8_base(k::input_major_type(view(m_down.data(), dim, hidden)));
+        // The bundles' type beside the down layout (x8 forms are the down parts' storage, bundle_view::down_type).
+        const dtype lt = dtype_bundle_type(k::input_major_type(view(m_down.data(), dim, hidden)));
         const k::owned_bundles b = k::make_bundles(view(m_gate.data(), hidden, dim), view(m_up.data(), hidden, dim),
                                                    view(m_down.data(), dim, hidden), lt);
         const int64_t b_bytes = hidden * b.view.bundle_bytes();

@@ -22,9 +22,8 @@ namespace {
 // represents every source type exactly. `down` is the type of the down projection's input-major layout.
 dtype pick_bundle_type(dtype gate, dtype up, dtype down, int64_t dim) {
     // Bundle rows are dotted row by row: Q6_0x8 (an input-major-only type) is not one of their types.
-    const auto row_type = [](dtype r) { return r == dtype::q6_0x8 ? dtype::q8_0 : r; };
-    dtype t = row_type(dtype_replacing_layout_type(gate));
-    if (row_type(dtype_replacing_layout_type(up)) != t || dtype_x8_base(down) != t) {
+    dtype t = dtype_bundle_type(dtype_replacing_layout_type(gate));
+    if (dtype_bundle_type(dtype_replacing_layout_type(up)) != t || dtype_x8_base(down) != t) {
         if (!dtype_is_quantized(gate) || !dtype_is_quantized(up) || !dtype_is_quantized(down)) return dtype::f32;
         t = dtype::q8_0;
     }

@@ -178,6 +178,7 @@ owned_bundles make_bundles(const tensor_view& gate, const tensor_view& up, const
     assert(gate.rows == up.rows && gate.cols == up.cols && "gate and up must have the same shape");
     assert(down.rows == gate.cols && down.cols == gate.rows && "down must be [dim, hidden]");
     assert((!dtype_is_quantized(type) || gate.cols % 32 == 0) && "quantized bundles need dim % 32 == 0");
+    assert(dtype_is_file_type(type) && "bundle rows are dotted by the row kernels: a file type (dtype_bundle_type)");
     owned_bundles b;
     b.view.type = type;
     b.view.n_neurons = gate.rows;

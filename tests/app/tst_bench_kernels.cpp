@@ -112,6 +112,24 @@ TEST(BenchKernels, QuickJsonIsCompleteAndConsistent) {
     }
 }
 
+// Every type the command accepts runs every kernel (Q6_K's layouts are the input-major-only Q6_0x8; its
+// bundles must be Q8_0, a type the row kernels dot: a Q6_0x8 bundle crashed the fused row, stop 21).
+TEST(BenchKernels, EveryTypeRunsEveryKernel) {
+    for (const char* t : {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q5_k", "q6_k"}) {
+        const run_result r = run_cli(std::string("bench kernels --shapes 256x512 --densities 0.5 --reps 1 ") +
+                                     "--working-set-gb 0.002 --no-baselines --threads 2 --json --types " + t);
+        ASSERT_EQ(r.code, 0) << t << ": " << r.err;
+        const nlohmann::json j = nlohmann::json::parse(r.out);
+        std::set<std::string> kernels;
+        for (const auto& row : j["results"]) {
+            kernels.insert(row["kernel"].get<std::string>());
+            EXPECT_TRUE(finite_positive(row["median_s"])) << t << " " << row.dump();
+        }
+        for (const char* k : {"dense", "input_sparse", "output_sparse", "fused_mlp"})
+            EXPECT_EQ(kernels.count(k), 1u) << t << " has no " << k << " row";
+    }
+}
+
 TEST(BenchKernels, BadOptionsGiveOneLineErrors) {
     EXPECT_EQ(run_cli("bench kernels --shapes 100x7 --quick").code, 2);
     EXPECT_EQ(run_cli("bench kernels --types q3_k --quick").code, 2);

@@ -122,6 +122,12 @@ constexpr dtype dtype_x8_base(dtype t) {
 }
 constexpr bool dtype_is_x8(dtype t) { return dtype_x8_base(t) != t; }
 
+// The type neuron bundles beside a down layout of type t are written in: bundles hold gate/up rows,
+// which the row kernels dot, so a file type — t's x8 base, Q8_0 for Q6_0x8 (an input-major-only type).
+constexpr dtype dtype_bundle_type(dtype down_layout) {
+    return down_layout == dtype::q6_0x8 ? dtype::q8_0 : dtype_x8_base(down_layout);
+}
+
 // How an input-major row (or a neuron bundle's down part) of n elements of type t is stored: Q8_0 and
 // Q4_0 rows of whole 256-element groups in their x8 form, everything else as t. (Q6_0x8 exists only in
 // groups; it is not an x8 form of anything.)
