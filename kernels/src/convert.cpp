@@ -5,6 +5,7 @@
 
 #include "dense_internal.h"
 #include "quant_unpack.h"
+#include "x8_layout.h"
 
 namespace sl::kernels {
 namespace {
@@ -67,32 +68,30 @@ void quantize_q4_0(const float* x, block_q4_0* y, int64_t nb) {
 
 // Q6_0x8 (types.h), in Q4_0's manner: per block of 32 the signed value of largest magnitude maps to
 // q = 0 (d = max / -32), q = min(63, trunc(x / d + 32.5)).
-void quantize_q6_0x8(const float* x, uint8_t* y, int64_t n_groups) {
-    constexpr int64_t qs_at = 2 * k_x8_blocks, qh_at = qs_at + 16 * k_x8_blocks;
-    for (int64_t g = 0; g < n_groups; ++g, y += dtype_block_bytes(dtype::q6_0x8)) {
-        for (int j = 0; j < k_x8_blocks; ++j, x += 32) {
-            float amax = 0.0f, max = 0.0f;
-            for (int i = 0; i < 32; ++i) {
-                if (amax < std::fabs(x[i])) {
-                    amax = std::fabs(x[i]);
-                    max = x[i];
-                }
+void quantize_q6_0x8(const float* x, uint8_t* y, int64_t n_blocks) {
+    for (int64_t b = 0; b < n_blocks; ++b, x += 32) {
+        const detail::x8_place p = detail::x8_block_place(dtype::q6_0x8, b);
+        float amax = 0.0f, max = 0.0f;
+        for (int i = 0; i < 32; ++i) {
+            if (amax < std::fabs(x[i])) {
+                amax = std::fabs(x[i]);
+                max = x[i];
             }
-            const float d = max / -32.0f;
-            const float id = d != 0.0f ? 1.0f / d : 0.0f;
-            const uint16_t h = fp32_to_fp16(d);
-            std::memcpy(y + 2 * j, &h, 2);
-            uint8_t q[32];
-            for (int i = 0; i < 32; ++i) {
-                const int8_t v = to_int8(x[i] * id + 32.5f);
-                q[i] = static_cast<uint8_t>(v < 0 ? 0 : (v > 63 ? 63 : v));
-            }
-            uint8_t* qs = y + qs_at + 16 * j;
-            uint8_t* qh = y + qh_at + 8 * j;
-            for (int i = 0; i < 16; ++i) qs[i] = static_cast<uint8_t>((q[i] & 15) | (q[i + 16] & 15) << 4);
-            for (int k = 0; k < 8; ++k)
-                qh[k] = static_cast<uint8_t>(q[k] >> 4 | (q[k + 8] >> 4) << 2 | (q[k + 16] >> 4) << 4 | (q[k + 24] >> 4) << 6);
         }
+        const float d = max / -32.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        const uint16_t h = fp32_to_fp16(d);
+        std::memcpy(y + p.scale, &h, 2);
+        uint8_t q[32];
+        for (int i = 0; i < 32; ++i) {
+            const int8_t v = to_int8(x[i] * id + 32.5f);
+            q[i] = static_cast<uint8_t>(v < 0 ? 0 : (v > 63 ? 63 : v));
+        }
+        uint8_t* qs = y + p.quants;
+        uint8_t* qh = y + p.high;
+        for (int i = 0; i < 16; ++i) qs[i] = static_cast<uint8_t>((q[i] & 15) | (q[i + 16] & 15) << 4);
+        for (int k = 0; k < 8; ++k)
+            qh[k] = static_cast<uint8_t>(q[k] >> 4 | (q[k + 8] >> 4) << 2 | (q[k + 16] >> 4) << 4 | (q[k + 24] >> 4) << 6);
     }
 }
 
@@ -156,27 +155,24 @@ void dequantize_row(dtype t, const void* src, float* dst, int64_t n) {
 void regroup_x8(dtype from, const void* src, void* dst, int64_t n) {
     const dtype base = dtype_x8_base(from);
     assert(base != dtype_x8_form(base) && n % (32 * k_x8_blocks) == 0);
-    const int64_t bb = dtype_block_bytes(base), qb = bb - 2, gb = k_x8_blocks * bb;
+    const int64_t bb = dtype_block_bytes(base), qb = bb - 2;
     const auto* s = static_cast<const uint8_t*>(src);
     auto* d = static_cast<uint8_t*>(dst);
     const bool to_x8 = from == base;
-    for (int64_t g = 0; g < n / (32 * k_x8_blocks); ++g, s += gb, d += gb) {
-        for (int j = 0; j < k_x8_blocks; ++j) {
-            // Block j: scale at j * bb (base) or 2 * j (x8); quants at j * bb + 2 or 16 + j * qb.
-            const uint8_t* bs = to_x8 ? s + j * bb : s + 2 * j;
-            const uint8_t* bq = to_x8 ? s + j * bb + 2 : s + 2 * k_x8_blocks + j * qb;
-            uint8_t* ds = to_x8 ? d + 2 * j : d + j * bb;
-            uint8_t* dq = to_x8 ? d + 2 * k_x8_blocks + j * qb : d + j * bb + 2;
-            std::memcpy(ds, bs, 2);
-            std::memcpy(dq, bq, static_cast<size_t>(qb));
-        }
+    for (int64_t b = 0; b < n / 32; ++b) {
+        // Block b: scale at b * bb, quants at b * bb + 2 in the base type; x8_block_place in the x8 form.
+        const detail::x8_place p = detail::x8_block_place(dtype_x8_form(base), b);
+        const int64_t scale_from = to_x8 ? b * bb : p.scale, quants_from = to_x8 ? b * bb + 2 : p.quants;
+        const int64_t scale_to = to_x8 ? p.scale : b * bb, quants_to = to_x8 ? p.quants : b * bb + 2;
+        std::memcpy(d + scale_to, s + scale_from, 2);
+        std::memcpy(d + quants_to, s + quants_from, static_cast<size_t>(qb));
     }
 }
 
 void quantize_row(dtype t, const float* src, void* dst, int64_t n) {
     assert(n % dtype_block_elems(t) == 0);
     switch (t) {
-        case dtype::q6_0x8: quantize_q6_0x8(src, static_cast<uint8_t*>(dst), n / qk_k); break;
+        case dtype::q6_0x8: quantize_q6_0x8(src, static_cast<uint8_t*>(dst), n / 32); break;
         case dtype::q8_0x8:
         case dtype::q4_0x8: {  // group by group through the base type, no allocation
             alignas(64) uint8_t tmp[k_x8_blocks * sizeof(block_q8_0)];

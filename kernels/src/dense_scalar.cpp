@@ -3,6 +3,7 @@
 
 #include "dense_internal.h"
 #include "quant_unpack.h"
+#include "x8_layout.h"
 
 namespace sl::kernels::detail {
 namespace {
@@ -120,20 +121,13 @@ void dequant_x8(const void* src, float* dst, int64_t n) {
 
 // Q6_0x8 (types.h): x = d * (lo | hi << 4 - 32) per block of 32 in each group of 8.
 void dequant_q6_0x8(const void* src, float* dst, int64_t n) {
-    const auto* g = static_cast<const uint8_t*>(src);
+    const auto* row = static_cast<const uint8_t*>(src);
     for (int64_t b = 0; b < n / 32; ++b, dst += 32) {
-        const uint8_t* grp = g + b / k_x8_blocks * dtype_block_bytes(dtype::q6_0x8);
-        const int j = static_cast<int>(b % k_x8_blocks);
+        const x8_place p = x8_block_place(dtype::q6_0x8, b);
         uint16_t h;
-        std::memcpy(&h, grp + 2 * j, 2);
+        std::memcpy(&h, row + p.scale, 2);
         const float d = fp16_to_fp32(h);
-        const uint8_t* qs = grp + 2 * k_x8_blocks + 16 * j;
-        const uint8_t* qh = grp + 18 * k_x8_blocks + 8 * j;
-        for (int i = 0; i < 32; ++i) {
-            const int lo = i < 16 ? qs[i] & 15 : qs[i - 16] >> 4;
-            const int hi = qh[i % 8] >> (2 * (i / 8)) & 3;
-            dst[i] = d * static_cast<float>((lo | hi << 4) - 32);
-        }
+        for (int i = 0; i < 32; ++i) dst[i] = d * static_cast<float>(q6_0x8_int(row + p.quants, row + p.high, i));
     }
 }
 

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "layout_internal.h"
+#include "x8_layout.h"
 #include "sparselens/kernels/kernels.h"
 
 namespace sl::kernels::detail {
@@ -118,18 +119,19 @@ void block_q4_0_from(const __m256 v[4], block_q4_0* y) {
 // maps to -32; q = min(63, int8(x/d + 32.5)); nibbles as Q4_0's, high bit pairs byte k = q_{k+8i} >> 4
 // in bits 2i..2i+1.
 void block_q6_0x8_from(const __m256 v[4], uint8_t* g, int slot) {
+    const x8_place p = x8_block_place(dtype::q6_0x8, slot);  // slot < 8: offsets within the group
     const float max = signed_max(v);
     const float d = max / -32.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     const uint16_t h = fp32_to_fp16(d);
-    std::memcpy(g + 2 * slot, &h, 2);
+    std::memcpy(g + p.scale, &h, 2);
     __m256i q[4];
     biased_ints(v, id, 32.5f, 63, q);
-    store_nibbles(q, g + 2 * k_x8_blocks + 16 * slot);
+    store_nibbles(q, g + p.quants);
     __m256i hi = _mm256_srli_epi32(q[0], 4);
     for (int i = 1; i < 4; ++i) hi = _mm256_or_si256(hi, _mm256_slli_epi32(_mm256_srli_epi32(q[i], 4), 2 * i));
     const __m128i w = _mm_packus_epi32(_mm256_castsi256_si128(hi), _mm256_extracti128_si256(hi, 1));  // 8 words
-    _mm_storel_epi64(reinterpret_cast<__m128i*>(g + 18 * k_x8_blocks + 8 * slot), _mm_packus_epi16(w, w));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(g + p.high), _mm_packus_epi16(w, w));
 }
 
 // One 32-element block of `type` at dst (Q6_0x8: dst is the group, slot the block's place in it).

@@ -25,6 +25,7 @@
 
 #include "int8_coefs.h"
 #include "sparse_internal.h"
+#include "x8_layout.h"
 
 #if !defined(__AVX2__) || !defined(__FMA__) || !defined(__F16C__)
 #error "sparse_int8_avx2.cpp needs -mavx2 -mfma -mf16c (kernels/CMakeLists.txt)"
@@ -40,17 +41,19 @@ constexpr int k_step = 8;                               // blocks per coefficien
 constexpr int64_t k_prefetch_lines = (256 << 10) / 64;  // a quarter of L2 ahead at most
 static_assert(k_step == k_x8_blocks, "a coefficient step is one x8 group");
 
-// Where block b of a row keeps its fp16 scale and its quants: in the block (Bytes apart), or in the x8
-// form (per group of 8 blocks: the 8 scales, then the 8 blocks' quants).
-template <int64_t Bytes, bool X8>
+// Where block b of a row of type T keeps its fp16 scale and its quants: in the block (Q8_0, Q4_0), or
+// where x8_block_place says (Q8_0x8, Q4_0x8, Q6_0x8: per group of 8 blocks, the 8 scales together).
+template <dtype T>
 struct addressing {
-    static constexpr int64_t bytes = Bytes;
-    static constexpr bool x8 = X8;
+    static constexpr bool x8 = dtype_block_elems(T) == 32 * k_x8_blocks;
+    static constexpr int64_t bytes = dtype_row_bytes(T, 32 * k_x8_blocks) / k_x8_blocks;  // per 32 elements
     static int64_t scale_off(int64_t b) {
-        return X8 ? b / k_step * k_step * Bytes + 2 * (b % k_step) : b * Bytes;
+        if constexpr (x8) return x8_block_place(T, b).scale;
+        return b * bytes;
     }
     static int64_t qs_off(int64_t b) {
-        return X8 ? b / k_step * k_step * Bytes + 2 * k_step + b % k_step * (Bytes - 2) : b * Bytes + 2;
+        if constexpr (x8) return x8_block_place(T, b).quants;
+        return b * bytes + 2;
     }
 };
 
@@ -169,7 +172,7 @@ struct nibble_acc {
 
 // Q4_0: one block's integer sums for outputs [0-7], [8-15], [16-23], [24-31] of the chunk.
 template <bool X8>
-struct q4_ints : addressing<sizeof(block_q4_0), X8> {
+struct q4_ints : addressing<X8 ? dtype::q4_0x8 : dtype::q4_0> {
     static constexpr int32_t zero = 8;
     static void sums(const uint8_t* const* r, int ng, int64_t b, const uint32_t* kq, int stride, int32_t start,
                      __m256i* o) {
@@ -184,15 +187,12 @@ struct q4_ints : addressing<sizeof(block_q4_0), X8> {
 // the high bits (8 bytes per row and block, byte k holding element k + 8i's in bits 2i..2i+1) are
 // interleaved 4 rows to a dword with in-lane unpacks, and bit pair i is the block's outputs 8i..8i+7.
 // A pair of 2-bit products is at most 2 * 3 * 127: int16 lanes hold the chunk.
-struct q6_ints {
-    static constexpr int64_t bytes = 26;  // per block of 32 (208 per group of 8)
-    static constexpr bool x8 = true;
+struct q6_ints : addressing<dtype::q6_0x8> {
     static constexpr int32_t zero = 32;
-    static int64_t scale_off(int64_t b) { return b / k_step * 208 + 2 * (b % k_step); }
     static void sums(const uint8_t* const* r, int ng, int64_t b, const uint32_t* kq, int stride, int32_t start,
                      __m256i* o) {
-        const int64_t grp = b / k_step * 208, j = b % k_step;
-        const int64_t off = grp + 2 * k_step + 16 * j, hoff = grp + 18 * k_step + 8 * j;
+        const x8_place pl = x8_block_place(dtype::q6_0x8, b);
+        const int64_t off = pl.quants, hoff = pl.high;
         const __m256i m3 = _mm256_set1_epi8(3);
         nibble_acc n;
         __m256i h0 = _mm256_setzero_si256(), h1 = h0, h2 = h0, h3 = h0;
@@ -219,15 +219,15 @@ struct q6_ints {
 
 // Q8_0: 32 signed bytes per row and block.
 template <bool X8>
-struct q8_ints : addressing<sizeof(block_q8_0), X8> {
+struct q8_ints : addressing<X8 ? dtype::q8_0x8 : dtype::q8_0> {
     static constexpr int32_t zero = 0;
     static __m256i dot(__m256i w, __m256i kv) {
         return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(kv, w)),
                                  _mm256_set1_epi16(1));
     }
-    static void sums(const uint8_t* const* r, int ng, int64_t b, const uint32_t* kq, int stride, int32_t,
+    static void sums(const uint8_t* const* r, int ng, int64_t block, const uint32_t* kq, int stride, int32_t,
                      __m256i* o) {
-        const int64_t off = q8_ints::qs_off(b);
+        const int64_t off = q8_ints::qs_off(block);
         __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
         for (int g = 0; g < ng; ++g) {
             const uint8_t* const* p = r + 4 * g;

@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "sparse_internal.h"
+#include "x8_layout.h"
 
 namespace sl::kernels::detail {
 namespace {
@@ -49,10 +50,9 @@ template <typename Block, bool X8>
 Block block_at(const uint8_t* row, int64_t b) {
     Block blk;
     if constexpr (X8) {
-        constexpr int64_t qb = sizeof(Block) - 2, gb = k_x8_blocks * sizeof(Block);
-        const uint8_t* g = row + b / k_x8_blocks * gb;
-        std::memcpy(&blk.d, g + 2 * (b % k_x8_blocks), 2);
-        std::memcpy(blk.qs, g + 2 * k_x8_blocks + b % k_x8_blocks * qb, qb);
+        const x8_place p = x8_block_place(sizeof(Block) == sizeof(block_q8_0) ? dtype::q8_0x8 : dtype::q4_0x8, b);
+        std::memcpy(&blk.d, row + p.scale, 2);
+        std::memcpy(blk.qs, row + p.quants, sizeof(Block) - 2);
     } else {
         std::memcpy(&blk, row + b * static_cast<int64_t>(sizeof(Block)), sizeof(Block));
     }
@@ -95,20 +95,15 @@ void axpy_q4_0(float* acc, bool init, int n_rows, const uint8_t* const* rows, co
 // Q6_0x8 rows (types.h): per block the coefficient s[g] * d, then the 6-bit integers q - 32.
 void axpy_q6_0x8(float* acc, bool init, int n_rows, const uint8_t* const* rows, const float* s, int64_t n,
                  const uint8_t* const*) {
-    const int64_t gb = dtype_block_bytes(dtype::q6_0x8);
     for (int64_t b = 0; b < n / 32; ++b) {
+        const x8_place p = x8_block_place(dtype::q6_0x8, b);
         float c[k_axpy_rows];
         int q[k_axpy_rows][32];
         for (int g = 0; g < n_rows; ++g) {
-            const uint8_t* grp = rows[g] + b / k_x8_blocks * gb;
-            const int j = static_cast<int>(b % k_x8_blocks);
             uint16_t h;
-            std::memcpy(&h, grp + 2 * j, 2);
+            std::memcpy(&h, rows[g] + p.scale, 2);
             c[g] = s[g] * fp16_to_fp32(h);
-            const uint8_t* qs = grp + 2 * k_x8_blocks + 16 * j;
-            const uint8_t* qh = grp + 18 * k_x8_blocks + 8 * j;
-            for (int i = 0; i < 32; ++i)
-                q[g][i] = ((i < 16 ? qs[i] & 15 : qs[i - 16] >> 4) | (qh[i % 8] >> (2 * (i / 8)) & 3) << 4) - 32;
+            for (int i = 0; i < 32; ++i) q[g][i] = q6_0x8_int(rows[g] + p.quants, rows[g] + p.high, i);
         }
         float* a_out = acc + b * 32;
         for (int i = 0; i < 32; ++i) {
