@@ -44,11 +44,11 @@ inline uint32_t rank_key(float f) {
 // The k best scores (larger first, NaN last, lower index first among equals) as ascending indices. This
 // runs for several masks of every layer of every sparse token, between weight streams that have
 // evicted its arrays from cache: it was 2.4 ms of a 30 ms llama-1b DIP token (one thread, perf), 2.7x
-// its warm-cache time, so it makes three passes over the scores instead of ~7. Pass 1 turns the
-// scores into integer keys of the same order and counts them per 12-bit prefix; the bucket holding the
-// k-th best key is found from the top; pass 2 gathers that bucket's keys (a few percent of them for
-// spread scores), whose nth_element gives the k-th key; pass 3 takes every key above it and, of the keys
-// equal to it, the lowest-index ones that fill k. Passes 2 and 3 write without branches (an unpredictable
+// its warm-cache time, so it reads the scores once and the keys three times instead of ~7 passes. The
+// scores become integer keys of the same order, counted per 12-bit prefix; the bucket holding the
+// k-th best key is found from the top; a pass gathers that bucket's keys (a few percent of them for
+// spread scores), whose nth_element gives the k-th key; the last pass takes every key above it and, of
+// the keys equal to it, the lowest-index ones that fill k. Both write without branches (an unpredictable
 // branch per score cost more than the pass).
 void top_k_indices(std::span<const float> scores, int64_t k, std::vector<int32_t>& out) {
     const int64_t n = static_cast<int64_t>(scores.size());
