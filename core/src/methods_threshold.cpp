@@ -19,19 +19,18 @@ float silu_abs(float a) {
 
 void threshold_mask_strict(std::span<const float> values, float t, index_mask& out) {
     out.all = false;
-    out.idx.clear();
-    for (size_t i = 0; i < values.size(); ++i)
-        if (std::fabs(values[i]) > t) out.idx.push_back(static_cast<int32_t>(i));  // NaN compares false
+    const float* v = values.data();
+    collect_indices(static_cast<int64_t>(values.size()), [=](int64_t i) { return std::fabs(v[i]) > t; },  // NaN: false
+                    out.idx);
     if (out.idx.size() == values.size()) out.set_all();
 }
 
 void channel_threshold_mask(std::span<const float> values, std::span<const float> t, index_mask& out) {
     assert(values.size() == t.size());
     out.all = false;
-    out.idx.clear();
-    const size_t n = std::min(values.size(), t.size());
-    for (size_t i = 0; i < n; ++i)
-        if (std::fabs(values[i]) > t[i]) out.idx.push_back(static_cast<int32_t>(i));
+    const float *v = values.data(), *tv = t.data();
+    collect_indices(static_cast<int64_t>(std::min(values.size(), t.size())),
+                    [=](int64_t i) { return std::fabs(v[i]) > tv[i]; }, out.idx);
     if (out.idx.size() == values.size()) out.set_all();
 }
 

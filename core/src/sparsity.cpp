@@ -95,9 +95,8 @@ void top_k_indices(std::span<const float> scores, int64_t k, std::vector<int32_t
 }
 
 void threshold_indices(std::span<const float> values, float threshold, std::vector<int32_t>& out) {
-    out.clear();
-    for (size_t i = 0; i < values.size(); ++i)
-        if (std::fabs(values[i]) >= threshold) out.push_back(static_cast<int32_t>(i));
+    const float* v = values.data();
+    collect_indices(static_cast<int64_t>(values.size()), [=](int64_t i) { return std::fabs(v[i]) >= threshold; }, out);
 }
 
 void top_k_mask(std::span<const float> scores, int64_t k, index_mask& out) {
