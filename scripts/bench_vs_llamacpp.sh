@@ -67,6 +67,6 @@ else:
               f"{r['ours_prefill']:18.1f} {r['llamacpp_prefill']:10.1f} {r['prefill_ratio']:6.2f}")
     print(f"medians of {rounds} alternating rounds, {threads} threads")
     counts = sorted({s for r in rows for s in r["ours_spin_counts"]})
-    print(f"ours: OMP_WAIT_POLICY=passive, GOMP_SPINCOUNT {', '.join(counts)} (1000 when the CPUs were idle at start; "
+    print(f"ours: OMP_WAIT_POLICY=passive, GOMP_SPINCOUNT {', '.join(counts)} (10000 when the CPUs were idle at start; "
           f"'default' = no spin, docs/development.md)")
 EOF

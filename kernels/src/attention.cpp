@@ -52,11 +52,13 @@ void rmsnorm_rows(float* y, const float* x, const float* w, int64_t n, int64_t d
     }
 }
 
+// A vector exp instead of libm's expf per element: the scalar loop was 1.8% of a llama-1b Q4_0 dense
+// decode and 1.5% with CATS, run on the master while the other threads wait (perf, stop 22).
 void swiglu(float* y, const float* gate, const float* up, int64_t n) {
-    for (int64_t i = 0; i < n; ++i) {
-        const float g = gate[i];
-        y[i] = g * (1.0f / (1.0f + std::exp(-g))) * up[i];
-    }
+    const detail::swiglu_fn f = active_isa() == isa::avx512 ? detail::swiglu_avx512()
+                                : active_isa() == isa::avx2 ? detail::swiglu_avx2()
+                                                            : detail::swiglu_lanes;
+    f(y, gate, up, n);
 }
 
 void geglu(float* y, const float* gate, const float* up, int64_t n) {

@@ -8,4 +8,8 @@ attend_fn attend_avx2() {
     return attend_one;
 }
 
+swiglu_fn swiglu_avx2() {
+    return swiglu_lanes;
+}
+
 }  // namespace sl::kernels::detail

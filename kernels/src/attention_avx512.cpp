@@ -5,5 +5,6 @@
 namespace sl::kernels::detail {
 
 attend_fn attend_avx512() { return attend_one; }
+swiglu_fn swiglu_avx512() { return swiglu_lanes; }
 
 }  // namespace sl::kernels::detail

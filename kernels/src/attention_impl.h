@@ -22,6 +22,11 @@ using attend_fn = void (*)(const float* q, const float* k_cache, const float* v_
 attend_fn attend_avx512();
 attend_fn attend_avx2();
 
+// swiglu_lanes of each build (below; the same bits in each).
+using swiglu_fn = void (*)(float* y, const float* gate, const float* up, int64_t n);
+swiglu_fn swiglu_avx512();
+swiglu_fn swiglu_avx2();
+
 namespace {
 
 // The arithmetic works on 16 lanes: q . k sums element i into lane i % 16, then folds the lanes in a fixed
@@ -130,6 +135,52 @@ inline void weighted_sum(float* out, const float* v, int64_t stride, const float
         for (int c = 0; c < n; ++c) o[c] += a * loadn(vp + k_w * c);
     }
     std::memcpy(out, o, sizeof o);
+}
+
+// ---- SwiGLU ------------------------------------------------------------------------------------
+
+using vint = int32_t __attribute__((vector_size(4 * k_w)));
+
+// e^x in every lane, Cephes' expf: x = n ln2 + r with n = round(x log2 e) (the 1.5 * 2^23 trick, the
+// default rounding mode) and |r| <= ln2 / 2 (ln2 in two parts, n ln2_hi exact), e^r = 1 + r + r^2 P(r)
+// with P of degree 5 (~1 ulp), times 2^n from the exponent bits. x is clamped to [-87.3, 88] first, so
+// 2^n stays normal and finite (e^x below 1.2e-38 comes out as about that, above 1.65e38 as 1.65e38);
+// NaN passes through (the comparisons are false for it). Per-lane operations only, no FMA contraction
+// (-ffp-contract=off): every build gives the same bits.
+inline vnat exp_lanes(vnat x) {
+    x = x > 88.0f ? vnat{} + 88.0f : x;
+    x = x < -87.3f ? vnat{} - 87.3f : x;
+    const vnat n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+    vnat r = x - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    vnat p = vnat{} + 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * (r * r) + r + 1.0f;
+    const vint e = (__builtin_convertvector(n, vint) + 127) << 23;
+    return p * (vnat)e;  // GCC vector casts reinterpret the bits
+}
+
+// y = silu(g) * u = g * (1 / (1 + e^-g)) * u, k_w lanes at a time; the last n % k_w through a padded
+// vector, so every element gets the same operations wherever it sits. Below g = -87.3 (where e^-g was
+// clamped) y is 0 * u: the true |y| is under 1e-36 |u| there, and -inf gives 0 rather than NaN.
+void swiglu_lanes(float* y, const float* gate, const float* up, int64_t n) {
+    const auto one = [](vnat g, vnat u) { return g < -87.3f ? 0.0f * u : g * (1.0f / (1.0f + exp_lanes(-g))) * u; };
+    int64_t i = 0;
+    for (; i + k_w <= n; i += k_w) {
+        const vnat v = one(loadn(gate + i), loadn(up + i));
+        std::memcpy(y + i, &v, sizeof v);
+    }
+    if (i < n) {
+        float g[k_w] = {}, u[k_w] = {};
+        std::copy(gate + i, gate + n, g);
+        std::copy(up + i, up + n, u);
+        const vnat v = one(loadn(g), loadn(u));
+        std::memcpy(y + i, &v, static_cast<size_t>(n - i) * sizeof(float));
+    }
 }
 
 void attend_one(const float* q, const float* k_cache, const float* v_cache, int32_t n_pos, int32_t kv_stride,

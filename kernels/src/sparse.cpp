@@ -9,6 +9,7 @@
 #include <omp.h>
 
 #include "sparse_internal.h"
+#include "sparselens/kernels/attention.h"
 #include "sparselens/kernels/sparse.h"
 
 namespace sl::kernels {
@@ -511,8 +512,9 @@ void fused_sparse_mlp(const bundle_view& b, const float* x, const int32_t* idx, 
             } else {
                 dot(bundle, part, 2, dim, xa, gu);
             }
-            // Same expression as kernels::swiglu, so the GLU values equal the dense path's.
-            const float a = gu[0] * (1.0f / (1.0f + std::exp(-gu[0]))) * gu[1];
+            // kernels::swiglu itself, so the GLU values equal the dense path's.
+            float a;
+            swiglu(&a, &gu[0], &gu[1], 1);
             if (glu_out) glu_out[k] = a;
             return a;
         };
