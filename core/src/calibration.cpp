@@ -190,8 +190,8 @@ private:
     void gate(layer_acc& a, int32_t layer, int32_t pos, const float* row) {
         float* act = m_scratch.data();
         size_t n_pos = 0, n_neg = 0;
+        glu_act_abs(m_act, row, act, m_hidden);
         for (int32_t j = 0; j < m_hidden; ++j) {
-            act[j] = glu_act_abs(m_act, row[j]);
             a.sum_abs_gate[static_cast<size_t>(j)] += act[j];
             // Split by sign bit: m_sel collects positives from the front, negatives from the back.
             if (std::signbit(row[j])) m_sel[static_cast<size_t>(m_hidden) - 1 - n_neg++] = -row[j];
@@ -282,7 +282,7 @@ private:
         float* act = m_sel.data();  // score_row() uses m_scratch
         for (int32_t t = 0; t < n; ++t) {
             const float* row = data + static_cast<size_t>(t) * m_hidden;
-            for (int32_t j = 0; j < m_hidden; ++j) act[j] = glu_act_abs(m_act, row[j]);
+            glu_act_abs(m_act, row, act, m_hidden);
             score_row(m_layers[static_cast<size_t>(layer)], m_chess_scale[static_cast<size_t>(layer)], act);
         }
     }

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "sparselens/core/model.h"
+#include "sparselens/kernels/attention.h"
 
 namespace sl {
 
@@ -17,10 +18,16 @@ inline double glu_act(glu_activation a, double g) {
     return g / (1.0 + std::exp(-g));
 }
 
-// |act(g)| in float, the score CATS, CHESS and gate pruning rank neurons by.
-inline float glu_act_abs(glu_activation a, float g) {
-    if (a == glu_activation::gelu_tanh) return static_cast<float>(std::fabs(glu_act(a, g)));
-    return std::fabs(g / (1.0f + std::exp(-g)));
+// |act(g)| in float, the score CATS, CHESS and gate pruning rank neurons by, for n values (out may be g):
+// SiLU through kernels::swiglu (a vector exp; these scores were a serial 1.3% of a CATS decode with
+// libm's expf per element), GELU in double.
+inline void glu_act_abs(glu_activation a, const float* g, float* out, int64_t n) {
+    if (a == glu_activation::gelu_tanh) {
+        for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(std::fabs(glu_act(a, g[i])));
+        return;
+    }
+    kernels::swiglu(out, g, nullptr, n);
+    for (int64_t i = 0; i < n; ++i) out[i] = std::fabs(out[i]);
 }
 
 }  // namespace sl

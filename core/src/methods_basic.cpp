@@ -58,10 +58,11 @@ public:
     }
     void select_after_first(const token_info&, std::span<const float> first, layer_masks& m) override {
         m_score.resize(first.size());
-        for (size_t i = 0; i < first.size(); ++i) {
-            const float a = first[i];
-            m_score[i] = m_up_first ? std::fabs(a) : glu_act_abs(m_act, a);  // |up| or |act(gate)|
-        }
+        const auto n = static_cast<int64_t>(first.size());
+        if (m_up_first)  // |up|
+            for (int64_t i = 0; i < n; ++i) m_score[static_cast<size_t>(i)] = std::fabs(first[static_cast<size_t>(i)]);
+        else  // |act(gate)|
+            glu_act_abs(m_act, first.data(), m_score.data(), n);
         top_k_mask(m_score, m_k, m.neurons_post);
     }
     std::vector<std::pair<std::string, std::vector<float>>> per_layer_values() const override {

@@ -90,7 +90,7 @@ public:
             return;
         }
         m_score.resize(first.size());
-        for (size_t i = 0; i < first.size(); ++i) m_score[i] = glu_act_abs(m_act, first[i]);
+        glu_act_abs(m_act, first.data(), m_score.data(), static_cast<int64_t>(first.size()));
         threshold_mask(m_score, m_t[l], m.neurons_post);
     }
     std::vector<std::pair<std::string, std::vector<float>>> per_layer_values() const override {
@@ -139,7 +139,7 @@ public:
             return;
         }
         m_score.resize(first.size());
-        for (size_t i = 0; i < first.size(); ++i) m_score[i] = glu_act_abs(m_act, first[i]);
+        glu_act_abs(m_act, first.data(), m_score.data(), static_cast<int64_t>(first.size()));
         channel_threshold_mask(m_score, m_channel_t[l], m.neurons_post);
     }
     // The channel thresholds are T_l / E|a_up_i| with E|a_up| from the calibration, so T_l pins them down.

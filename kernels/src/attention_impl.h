@@ -164,20 +164,24 @@ inline vnat exp_lanes(vnat x) {
     return p * (vnat)e;  // GCC vector casts reinterpret the bits
 }
 
-// y = silu(g) * u = g * (1 / (1 + e^-g)) * u, k_w lanes at a time; the last n % k_w through a padded
+// y = silu(g) * u = g * (1 / (1 + e^-g)) * u (u = 1 when up is null), k_w lanes at a time; the last n % k_w through a padded
 // vector, so every element gets the same operations wherever it sits. Below g = -87.3 (where e^-g was
 // clamped) y is 0 * u: the true |y| is under 1e-36 |u| there, and -inf gives 0 rather than NaN.
 void swiglu_lanes(float* y, const float* gate, const float* up, int64_t n) {
     const auto one = [](vnat g, vnat u) { return g < -87.3f ? 0.0f * u : g * (1.0f / (1.0f + exp_lanes(-g))) * u; };
+    const vnat ones = vnat{} + 1.0f;
     int64_t i = 0;
     for (; i + k_w <= n; i += k_w) {
-        const vnat v = one(loadn(gate + i), loadn(up + i));
+        const vnat v = one(loadn(gate + i), up ? loadn(up + i) : ones);
         std::memcpy(y + i, &v, sizeof v);
     }
     if (i < n) {
         float g[k_w] = {}, u[k_w] = {};
         std::copy(gate + i, gate + n, g);
-        std::copy(up + i, up + n, u);
+        if (up)
+            std::copy(up + i, up + n, u);
+        else
+            std::fill(u, u + k_w, 1.0f);
         const vnat v = one(loadn(g), loadn(u));
         std::memcpy(y + i, &v, static_cast<size_t>(n - i) * sizeof(float));
     }

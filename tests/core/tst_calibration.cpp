@@ -16,6 +16,7 @@
 #include "sparselens/core/context.h"
 #include "sparselens/core/model.h"
 #include "sparselens/core/tokenizer.h"
+#include "sparselens/kernels/attention.h"
 #include "test_support.h"
 
 namespace {
@@ -32,7 +33,13 @@ struct recorder : sl::activation_observer {
     const std::vector<float>& at(int32_t l, sl::probe p) const { return data.at({l, p}); }
 };
 
-float silu(float g) { return g / (1.0f + std::exp(-g)); }
+// The engine's SiLU (kernels::swiglu with up = 1, a vector exp): the statistics must be of the values the
+// engine computes, bit for bit.
+float silu(float g) {
+    float y;
+    sl::kernels::swiglu(&y, &g, nullptr, 1);
+    return y;
+}
 
 // Everything computed once for the suite: the model, the text, one calibration and one recording.
 struct fixture {

@@ -28,7 +28,8 @@ int attention_threads(int n_threads);
 // In-place RMSNorm of n rows of width d: y = w * x / sqrt(mean(x^2) + eps).
 void rmsnorm_rows(float* y, const float* x, const float* w, int64_t n, int64_t d, float eps);
 
-// y = silu(gate) * up elementwise (SwiGLU), n elements.
+// y = silu(gate) * up elementwise (SwiGLU), n elements; up == nullptr multiplies by 1 (y = silu(gate)).
+// The same bits on every ISA (a vector exp, ~1 ulp).
 void swiglu(float* y, const float* gate, const float* up, int64_t n);
 
 // y = gelu_tanh(gate) * up elementwise (GeGLU with the tanh approximation, as Gemma), n elements.
