@@ -500,23 +500,27 @@ void fused_sparse_mlp(const bundle_view& b, const float* x, const int32_t* idx, 
         float* acc = partials + sl * stride;
         float* tmp = acc + padded(dim);
         if (k1 == k0) std::fill(acc, acc + dim, 0.0f);
-        // GLU value of active neuron k (stored to glu_out when asked).
-        auto glu = [&](int64_t k) {
-            const uint8_t* bundle = b.bundle(idx[k]);
-            float gu[2];
-            if (dots) {  // gate row, then up row; the next neuron's rows are prefetched meanwhile
-                const uint8_t* rows[2] = {bundle, bundle + part};
-                const uint8_t* next = k + 1 < k1 ? b.bundle(idx[k + 1]) : nullptr;
-                const uint8_t* ahead[2] = {next, next ? next + part : nullptr};
-                dots(rows, ahead, 2, dim, xa, gu);
-            } else {
-                dot(bundle, part, 2, dim, xa, gu);
+        // GLU values of active neurons k .. k + n - 1 (n <= k_sum_block) into a, and to glu_out when asked:
+        // the gate and up dots per neuron, then kernels::swiglu once over them (the dense path's function,
+        // so the values equal it; one call per neuron went through its padded tail element by element).
+        auto glus = [&](int64_t k, int n, float* a) {
+            float g[k_sum_block], u[k_sum_block];
+            for (int i = 0; i < n; ++i) {
+                const uint8_t* bundle = b.bundle(idx[k + i]);
+                float gu[2];
+                if (dots) {  // gate row, then up row; the next neuron's rows are prefetched meanwhile
+                    const uint8_t* rows[2] = {bundle, bundle + part};
+                    const uint8_t* next = k + i + 1 < k1 ? b.bundle(idx[k + i + 1]) : nullptr;
+                    const uint8_t* ahead[2] = {next, next ? next + part : nullptr};
+                    dots(rows, ahead, 2, dim, xa, gu);
+                } else {
+                    dot(bundle, part, 2, dim, xa, gu);
+                }
+                g[i] = gu[0];
+                u[i] = gu[1];
             }
-            // kernels::swiglu itself, so the GLU values equal the dense path's.
-            float a;
-            swiglu(&a, &gu[0], &gu[1], 1);
-            if (glu_out) glu_out[k] = a;
-            return a;
+            swiglu(a, g, u, n);
+            if (glu_out) std::copy(a, a + n, glu_out + k);
         };
         for (int64_t b0 = k0; b0 < k1; b0 += k_sum_block) {
             const int64_t b1 = std::min(k1, b0 + k_sum_block);
@@ -524,10 +528,8 @@ void fused_sparse_mlp(const bundle_view& b, const float* x, const int32_t* idx, 
                 float a[k_sum_block];
                 const uint8_t* down[k_sum_block];
                 const uint8_t* pf[3 * k_sum_block];
-                for (int64_t k = b0; k < b1; ++k) {
-                    a[k - b0] = glu(k);
-                    down[k - b0] = b.bundle(idx[k]) + 2 * part;
-                }
+                glus(b0, static_cast<int>(b1 - b0), a);
+                for (int64_t k = b0; k < b1; ++k) down[k - b0] = b.bundle(idx[k]) + 2 * part;
                 // The next block's whole bundles (gate, up, down) go to L2 while this chunk runs: with only
                 // the down columns prefetched the gate/up dots waited on memory (d = 1, 4096x14336 Q4_0,
                 // one thread: 0.78-0.84x of the dense MLP; whole bundles 1.01-1.04x, at load ~6).
@@ -543,10 +545,8 @@ void fused_sparse_mlp(const bundle_view& b, const float* x, const int32_t* idx, 
                 float a[k_axpy_rows];
                 const uint8_t* down[k_axpy_rows];
                 const uint8_t* pf[k_axpy_rows];
-                for (int i = 0; i < g; ++i) {
-                    a[i] = glu(k + i);
-                    down[i] = b.bundle(idx[k + i]) + 2 * part;
-                }
+                glus(k, g, a);
+                for (int i = 0; i < g; ++i) down[i] = b.bundle(idx[k + i]) + 2 * part;
                 // While the down columns stream, fetch the next group's down columns.
                 const bool next = k + g < k1;
                 for (int i = 0; i < g && next; ++i) pf[i] = b.bundle(idx[std::min(k + g + i, k1 - 1)]) + 2 * part;

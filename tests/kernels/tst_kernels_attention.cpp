@@ -86,7 +86,7 @@ TEST(attention, matches_double_reference_and_is_identical_across_isas) {
 // SwiGLU (kernels::swiglu, a vector exp since stop 22) against silu in double: within 4 ulp-ish relative
 // error over the range activations take and far beyond it, the same bits on every ISA build and for every
 // length (tails go through the same lanes), NaN passed through, and the saturated ends (g -> +inf: g * u;
-// g below -87.3, -inf included: 0, where the true value is under 1e-35) without overflow to NaN.
+// g below -80, -inf included: 0, where the true value is under 2e-33 |u|) without overflow to NaN.
 TEST(swiglu, matches_double_reference_and_is_identical_across_isas) {
     isa_guard guard;
     reseed(77);
@@ -99,7 +99,7 @@ TEST(swiglu, matches_double_reference_and_is_identical_across_isas) {
         g.push_back(e);
         u.push_back(1.5f);
     }
-    for (float v : {0.0f, -0.0f, 87.3f, -87.3f, 88.0f, -88.0f, 1e-30f, -1e-30f, 1e38f, -1e38f}) {
+    for (float v : {0.0f, -0.0f, 80.0f, -80.0f, 80.01f, -80.01f, 87.3f, -87.3f, 1e-30f, -1e-30f, 1e38f, -1e38f}) {
         g.push_back(v);
         u.push_back(-2.0f);
     }
@@ -111,7 +111,7 @@ TEST(swiglu, matches_double_reference_and_is_identical_across_isas) {
         k::swiglu(y.data(), g.data(), u.data(), static_cast<int64_t>(n));
         for (size_t j = 0; j < n; ++j) {
             const double ref = double(g[j]) / (1.0 + std::exp(-double(g[j]))) * u[j];
-            ASSERT_NEAR(y[j], ref, 5e-7 * std::fabs(ref) + 1e-35) << k::isa_name(i) << " g = " << g[j];
+            ASSERT_NEAR(y[j], ref, 5e-7 * std::fabs(ref) + 1e-32) << k::isa_name(i) << " g = " << g[j];
         }
         if (first.empty()) first = y;
         EXPECT_EQ(0, std::memcmp(first.data(), y.data(), n * 4)) << k::isa_name(i) << ": not bit-identical";
