@@ -72,11 +72,11 @@ TEST(SimMemory, UnitKindSizes) {
 }
 
 TEST(SimMemory, LayoutsCoverEachMatrixOnce) {
-    EXPECT_TRUE(layout_validate(mlp_layout{{unit_kind::input_column_pair, unit_kind::down_column}}).ok());
-    EXPECT_TRUE(layout_validate(mlp_layout{{unit_kind::gate_row, unit_kind::up_column, unit_kind::down_column}}).ok());
-    EXPECT_FALSE(layout_validate(mlp_layout{{unit_kind::neuron_bundle, unit_kind::down_column}}).ok());
-    EXPECT_FALSE(layout_validate(mlp_layout{{unit_kind::input_column_pair, unit_kind::up_column}}).ok());
-    EXPECT_FALSE(layout_validate(mlp_layout{{}}).ok());
+    EXPECT_TRUE(layout_validate(mlp_layout{{unit_kind::input_column_pair, unit_kind::down_column}, {}}).ok());
+    EXPECT_TRUE(layout_validate(mlp_layout{{unit_kind::gate_row, unit_kind::up_column, unit_kind::down_column}, {}}).ok());
+    EXPECT_FALSE(layout_validate(mlp_layout{{unit_kind::neuron_bundle, unit_kind::down_column}, {}}).ok());
+    EXPECT_FALSE(layout_validate(mlp_layout{{unit_kind::input_column_pair, unit_kind::up_column}, {}}).ok());
+    EXPECT_FALSE(layout_validate(mlp_layout{{}, {}}).ok());
     EXPECT_EQ(layout_parse("dip")->groups,
               (std::vector<unit_kind>{unit_kind::input_column_pair, unit_kind::down_column}));
     EXPECT_EQ(layout_parse("cats")->groups, (std::vector<unit_kind>{unit_kind::up_down_bundle}));
@@ -116,7 +116,7 @@ TEST(SimMemory, SplitLayoutsParseAndSizeByHand) {
 
 TEST(SimMemory, MapOfATinyModelByHand) {
     // 8 bits + fp16 scale per 32: a 64-weight row is 68 bytes, a 172-weight row 184.
-    const auto mm = memory_map_build(tiny(), quant_default(8), mlp_layout{{unit_kind::up_down_bundle}}, 10).value();
+    const auto mm = memory_map_build(tiny(), quant_default(8), mlp_layout{{unit_kind::up_down_bundle}, {}}, 10).value();
     EXPECT_EQ(mm.attention_bytes, 5u * (64 + 32 + 32 + 64) * 68);
     EXPECT_EQ(mm.embedding_bytes, 512u * 68);
     EXPECT_EQ(mm.classifier_bytes, 0u);  // tied
