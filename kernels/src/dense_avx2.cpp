@@ -48,33 +48,6 @@ void rows_quant(const uint8_t* w, int64_t rb, int64_t n_rows, int64_t cols, cons
     for (; r < n_rows; ++r) quant_rows<1, B, true>(w + r * rb, rb, cols, xa, y + r, ahead(w + r * rb));
 }
 
-// The activations of the 8-block groups rearranged for q4_row (q4_x_paired), once per call instead of
-// per row; thread-local, grows only.
-const q8_act* q4_pair_acts(const q8_act* xa, int64_t cols) {
-    thread_local std::vector<int8_t> qs;
-    thread_local std::vector<float> d, s;
-    thread_local q8_act view;
-    const int64_t n = cols / 256 * 256;
-    if (qs.size() < static_cast<size_t>(n)) {
-        qs.resize(static_cast<size_t>(n));
-        d.resize(static_cast<size_t>(n / 32));
-        s.resize(static_cast<size_t>(n / 32));
-    }
-    for (int64_t b = 0; b < n / 32; b += 8) {
-        SL_UNROLL
-        for (int j = 0; j < 4; ++j) {
-            __m256i lo, hi;
-            q4_x_direct::pair(xa, b + 2 * j, lo, hi);
-            _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs.data() + 32 * (b + 2 * j)), lo);
-            _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs.data() + 32 * (b + 2 * j) + 32), hi);
-        }
-        _mm256_storeu_ps(d.data() + b, q4_x_direct::group(xa->d + b));
-        _mm256_storeu_ps(s.data() + b, q4_x_direct::group(xa->s + b));
-    }
-    view = {qs.data(), d.data(), s.data()};
-    return &view;
-}
-
 // Q4_0 rows; with enough rows to amortise it, the activations are rearranged once (q4_pair_acts) and
 // every row reads them as they are. Same values either way, so the same bits as the gathers' rows.
 void rows_q4(const uint8_t* w, int64_t rb, int64_t n_rows, int64_t cols, const void* xv, float* y) {

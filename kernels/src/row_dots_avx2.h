@@ -10,6 +10,7 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <vector>
 
 #include "dense_internal.h"
 
@@ -293,6 +294,33 @@ inline void q4_row(const uint8_t* w, int64_t cols, const q8_act* xg, const q8_ac
         acc = _mm256_add_ps(acc, block_scaled<B>(w + b * B::bytes, xq, xa->d[b], xa->s[b], corr));
     }
     *y = hsum(acc) - 8.0f * (hsum(corr_v) + corr);
+}
+
+// The activations of the 8-block groups rearranged for q4_row (q4_x_paired), once per call instead of
+// per row; thread-local (per including TU), grows only. Used by the dense Q4_0 rows and the Q4_0 gathers.
+inline const q8_act* q4_pair_acts(const q8_act* xa, int64_t cols) {
+    thread_local std::vector<int8_t> qs;
+    thread_local std::vector<float> d, s;
+    thread_local q8_act view;
+    const int64_t n = cols / 256 * 256;
+    if (qs.size() < static_cast<size_t>(n)) {
+        qs.resize(static_cast<size_t>(n));
+        d.resize(static_cast<size_t>(n / 32));
+        s.resize(static_cast<size_t>(n / 32));
+    }
+    for (int64_t b = 0; b < n / 32; b += 8) {
+        SL_UNROLL
+        for (int j = 0; j < 4; ++j) {
+            __m256i lo, hi;
+            q4_x_direct::pair(xa, b + 2 * j, lo, hi);
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs.data() + 32 * (b + 2 * j)), lo);
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs.data() + 32 * (b + 2 * j) + 32), hi);
+        }
+        _mm256_storeu_ps(d.data() + b, q4_x_direct::group(xa->d + b));
+        _mm256_storeu_ps(s.data() + b, q4_x_direct::group(xa->s + b));
+    }
+    view = {qs.data(), d.data(), s.data()};
+    return &view;
 }
 
 // Integer-dot rows with U accumulators per row in flight. Grouped types go 8 blocks per step: the

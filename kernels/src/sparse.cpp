@@ -501,23 +501,29 @@ void fused_sparse_mlp(const bundle_view& b, const float* x, const int32_t* idx, 
         float* tmp = acc + padded(dim);
         if (k1 == k0) std::fill(acc, acc + dim, 0.0f);
         // GLU values of active neurons k .. k + n - 1 (n <= k_sum_block) into a, and to glu_out when asked:
-        // the gate and up dots per neuron, then kernels::swiglu once over them (the dense path's function,
-        // so the values equal it; one call per neuron went through its padded tail element by element).
+        // their gate and up rows in one gather (rows g0, u0, g1, u1, ...; each prefetching the next
+        // neuron's same row), then kernels::swiglu once over them (the dense path's function, so the values
+        // equal it). One gather of 2 rows per neuron paid the gather's per-call setup each time.
         auto glus = [&](int64_t k, int n, float* a) {
-            float g[k_sum_block], u[k_sum_block];
-            for (int i = 0; i < n; ++i) {
-                const uint8_t* bundle = b.bundle(idx[k + i]);
-                float gu[2];
-                if (dots) {  // gate row, then up row; the next neuron's rows are prefetched meanwhile
-                    const uint8_t* rows[2] = {bundle, bundle + part};
+            float gu[2 * k_sum_block], g[k_sum_block], u[k_sum_block];
+            if (dots) {
+                const uint8_t* rows[2 * k_sum_block];
+                const uint8_t* ahead[2 * k_sum_block];
+                for (int i = 0; i < n; ++i) {
+                    const uint8_t* bundle = b.bundle(idx[k + i]);
                     const uint8_t* next = k + i + 1 < k1 ? b.bundle(idx[k + i + 1]) : nullptr;
-                    const uint8_t* ahead[2] = {next, next ? next + part : nullptr};
-                    dots(rows, ahead, 2, dim, xa, gu);
-                } else {
-                    dot(bundle, part, 2, dim, xa, gu);
+                    rows[2 * i] = bundle;
+                    rows[2 * i + 1] = bundle + part;
+                    ahead[2 * i] = next;
+                    ahead[2 * i + 1] = next ? next + part : nullptr;
                 }
-                g[i] = gu[0];
-                u[i] = gu[1];
+                dots(rows, ahead, 2 * n, dim, xa, gu);
+            } else {
+                for (int i = 0; i < n; ++i) dot(b.bundle(idx[k + i]), part, 2, dim, xa, gu + 2 * i);
+            }
+            for (int i = 0; i < n; ++i) {
+                g[i] = gu[2 * i];
+                u[i] = gu[2 * i + 1];
             }
             swiglu(a, g, u, n);
             if (glu_out) std::copy(a, a + n, glu_out + k);

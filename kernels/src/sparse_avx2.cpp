@@ -104,6 +104,26 @@ struct quant_op {
     }
 };
 
+// Q4_0 gathers: from 8 listed rows on, the activations are rearranged once per call (q4_pair_acts) as in
+// the dense rows_q4, so no row repeats the per-pair permutes of q4_x_direct. The same values either way:
+// results equal gemv's bit for bit.
+void gather_q4(const uint8_t* const* rows, const uint8_t* const* pf, int64_t n, int64_t cols, const void* x,
+               float* y) {
+    const auto* xa = static_cast<const q8_act*>(x);
+    if (n < 8) {
+        gather_dots<q8_act, quant_rows<1, q4_block, pf_gather>, quant_rows<1, q4_block, pf_none>>(rows, pf, n, cols, x,
+                                                                                                  y);
+        return;
+    }
+    const q8_act* xg = q4_pair_acts(xa, cols);
+    for (int64_t k = 0; k < n; ++k) {
+        if (pf && pf[k])
+            q4_row<q4_x_paired, pf_gather>(rows[k], cols, xg, xa, y + k, pf[k]);
+        else
+            q4_row<q4_x_paired, pf_none>(rows[k], cols, xg, xa, y + k, nullptr);
+    }
+}
+
 }  // namespace
 
 const sparse_table& sparse_avx2_table() {
@@ -119,7 +139,7 @@ const sparse_table& sparse_avx2_table() {
         k.dots[1] = gather_dots<float, dot_rows<1, load_f16, pf_gather>, dot_rows<1, load_f16, pf_none>>;
         k.dots[2] = gather_dots<float, dot_rows<1, load_bf16, pf_gather>, dot_rows<1, load_bf16, pf_none>>;
         k.dots[3] = gather_dots<q8_act, quant_rows<1, q8_block, pf_gather>, quant_rows<1, q8_block, pf_none>>;
-        k.dots[4] = gather_dots<q8_act, quant_rows<1, q4_block, pf_gather>, quant_rows<1, q4_block, pf_none>>;
+        k.dots[4] = gather_q4;
         add_unpacked_dots_avx2(k);
         add_int8_chunks_avx2(k);
         return k;
