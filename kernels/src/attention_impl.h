@@ -54,10 +54,13 @@ struct lanes16 {
 };
 
 // Unaligned loads, one native vector at a time (a memcpy of the whole struct was expanded into 16-byte
-// moves through the stack, which a 32-byte load cannot forward from).
-using vnat_u = float __attribute__((vector_size(4 * k_w), aligned(4)));
+// moves through the stack, which a 32-byte load cannot forward from). One vector's memcpy compiles to one
+// unaligned load; dereferencing an under-aligned vector typedef did too with GCC, but clang keeps the
+// vector's natural alignment for it (UBSan: misaligned load, found by the fuzz build once swiglu used it).
 inline vnat loadn(const float* p) {
-    return *reinterpret_cast<const vnat_u*>(p);
+    vnat v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
 }
 inline void load16(lanes16& v, const float* p) {
     for (int j = 0; j < k_parts; ++j) v.p[j] = loadn(p + k_w * j);
@@ -161,14 +164,15 @@ inline vnat exp_lanes(vnat x) {
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     p = p * (r * r) + r + 1.0f;
-    const vint e = (__builtin_convertvector(n, vint) + 127) << 23;
+    // NaN lanes convert 0 instead (a NaN float-to-int conversion is undefined); p carries their NaN.
+    const vint e = (__builtin_convertvector(n == n ? n : vnat{}, vint) + 127) << 23;
     return p * (vnat)e;  // GCC vector casts reinterpret the bits
 }
 
-// y = silu(g) * u = g * (1 / (1 + e^-g)) * u (u = 1 when up is null), k_w lanes at a time; the last n % k_w through a padded
-// vector, so every element gets the same operations wherever it sits. Below g = -80 (where e^-g is
-// clamped) y is 0 * u: the true |y| is under 2e-33 |u| there, and -inf gives 0 rather than NaN. Above
-// g = 80, 1 / (1 + e^-g) is 1 in float, clamped or not.
+// y = silu(g) * u = g * (1 / (1 + e^-g)) * u (u = 1 when up is null), k_w lanes at a time; the last
+// n % k_w through a padded vector, so every element gets the same operations wherever it sits. Below
+// g = -80 (where e^-g is clamped) y is 0 * u: the true |y| is under 2e-33 |u| there, and -inf gives 0
+// rather than NaN. Above g = 80, 1 / (1 + e^-g) is 1 in float, clamped or not.
 void swiglu_lanes(float* y, const float* gate, const float* up, int64_t n) {
     const auto one = [](vnat g, vnat u) { return g < -80.0f ? 0.0f * u : g * (1.0f / (1.0f + exp_lanes(-g))) * u; };
     const vnat ones = vnat{} + 1.0f;
