@@ -189,7 +189,7 @@ struct q4_ints : addressing<X8 ? dtype::q4_0x8 : dtype::q4_0> {
     // b + 1 in the high one, so interleaving 4 rows into dwords takes 8 in-lane unpacks per 2 blocks,
     // where sums() spends 4 broadcast loads, 4 unpacks, 2 blends and 2 unpacks per block — all on the
     // two shuffle pipes, which bound it (llvm-mca, znver3: 8.2 cycles per group and block -> 5.4).
-    // kq: the step's coefficients (kq[g][k_step]), start: its offsets, te: b's entry in the step.
+    // t: the coefficient step holding both blocks (t.kq[g][te], t.start[te]), te = b % k_step.
     static void sums2(const uint8_t* const* r, int ng, int64_t b, const coef_step& t, int te, __m256i* o) {
         static_assert(X8);
         const int64_t off = q4_ints::qs_off(b);

@@ -13,7 +13,8 @@ inline constexpr int k_axpy_rows = 4;
 
 // acc[0, n) = (init ? 0 : acc[0, n)) + sum_{g < n_rows} s[g] * row_g[0, n), where row_g = rows[g] points
 // at the first stored element of the segment (a block start for Q8_0/Q4_0, where n is a multiple of
-// 32; a group start for the 256-element forms Q8_0x8/Q4_0x8/Q6_0x8, n a multiple of 256). The sum is formed left to right with f32 FMAs, so every element's arithmetic is independent
+// 32; a group start for the 256-element forms Q8_0x8/Q4_0x8/Q6_0x8, n a multiple of 256). The sum is
+// formed left to right with f32 FMAs, so every element's arithmetic is independent
 // of n and of the segment's position: any split of the outputs gives identical bits.
 // pf (nullable) holds n_rows addresses read next; the kernel prefetches pf[g] + the byte offset it is
 // at in rows[g], so the next rows arrive while these are being consumed.

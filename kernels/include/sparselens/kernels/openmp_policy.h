@@ -13,7 +13,8 @@ namespace sl::kernels {
 // busy core -9%). Stop 22 measured what a count costs (a worker's CPU time per region with the master
 // away 2 ms, Zen 4 KVM guest): 1000 spins ~33 us, 3000 ~105 us, 10000 ~455 us; the sparse methods leave
 // the worker idle longer between regions than dense decode (masks, GLU, attention on the master), and
-// 10000 decoded them 3-8% faster than 1000 on llama-1b Q4_0, dense unchanged. libgomp reads OMP_WAIT_POLICY / GOMP_SPINCOUNT before main() runs, so the only way
+// 10000 decoded them 3-8% faster than 1000 on llama-1b Q4_0, dense unchanged. libgomp reads
+// OMP_WAIT_POLICY / GOMP_SPINCOUNT before main() runs, so the only way
 // to choose them from inside the program is to re-exec once with them set. Call first thing in main();
 // an explicit user setting of either is always respected, and a failed exec carries on unchanged.
 void prefer_passive_openmp(char** argv);
