@@ -36,7 +36,7 @@ if ! command -v xvfb-run >/dev/null; then
 fi
 sl_log "screenshot tour on $SL_MODEL -> $out"
 # The GUI prints one written file per line on stdout; progress and skipped views go to stderr.
-files="$(xvfb-run -a -s "-screen 0 1600x1000x24" "$gui" "$SL_MODEL" --tokenizer "$SL_TOKENIZER" --screenshots "$out")"
+files="$(xvfb-run -a -s "-screen 0 1600x1000x24 -noreset" "$gui" "$SL_MODEL" --tokenizer "$SL_TOKENIZER" --screenshots "$out")"
 sl_log "wrote $(printf '%s\n' "$files" | grep -c .) files:"
 while IFS= read -r f; do
   [[ -n "$f" ]] && printf '  %s  %s bytes\n' "${f#"$SL_ROOT"/}" "$(stat -c %s "$f")"

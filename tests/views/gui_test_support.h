@@ -48,7 +48,7 @@ inline void choose_qpa_platform(char** argv) {
         if (n > 0) {
             setenv("SL_TEST_UNDER_XVFB", "1", 1);
             std::vector<char*> args = {const_cast<char*>("xvfb-run"), const_cast<char*>("-a"), const_cast<char*>("-s"),
-                                       const_cast<char*>("-screen 0 1600x1000x24"), self};
+                                       const_cast<char*>("-screen 0 1600x1000x24 -noreset"), self};
             for (char** a = argv + 1; *a; ++a) args.push_back(*a);
             args.push_back(nullptr);
             execvp("xvfb-run", args.data());  // only returns on failure
