@@ -222,7 +222,7 @@ struct decoder<dtype::iq4_xs> {
 // a vector, not a scalar chain of 16 dependent operations per super-block. The AVX-512 kernel
 // (quant_rows_avx512.h) does exactly these float operations.
 template <dtype T, int Prefetch, bool Pre = false>
-void kquant_row(const uint8_t* w, int64_t cols, const q8_act* xa, const int16_t* x32, float* y, const uint8_t* pf) {
+[[gnu::always_inline]] inline void kquant_row(const uint8_t* w, int64_t cols, const q8_act* xa, const int16_t* x32, float* y, const uint8_t* pf) {
     using K = kquant<T>;
     constexpr int64_t qk = k_qk<T>, bytes = k_bytes<T>;
     __m256 corr_v = _mm256_setzero_ps();
@@ -259,8 +259,9 @@ void kquant_row(const uint8_t* w, int64_t cols, const q8_act* xa, const int16_t*
 // 4-7 elements 16-31, so 16-granular scales are one two-valued vector), scaled in f32 by the weight and
 // activation scales. The minimum term is b * d_x * sum(x_q): per 32 from the precomputed s = d_x * sum,
 // per 16 (Q2_K) from a second integer sum. Two accumulators alternate blocks of 32.
+// Always inlined into the row loops and gathers, as row_dots_avx2.h's kernels (a call per row costs).
 template <dtype T, int Prefetch>
-void row_dot(const uint8_t* w, int64_t, int64_t cols, const q8_act* xa, float* y, const uint8_t* pf) {
+[[gnu::always_inline]] inline void row_dot(const uint8_t* w, int64_t, int64_t cols, const q8_act* xa, float* y, const uint8_t* pf) {
     using S = shape<T>;
     constexpr int64_t qk = k_qk<T>, bytes = k_bytes<T>, nq = qk / 32;
     if constexpr (k_int_path<T>) {

@@ -139,7 +139,7 @@ struct q6k {
 
 // One row (w, cols) against Q8_K activations (d constant over each 256), prefetching pf + the offset read.
 template <typename B, bool Prefetch>
-void row_dot(const uint8_t* w, int64_t, int64_t cols, const q8_act* xa, float* y, const uint8_t* pf) {
+[[gnu::always_inline]] inline void row_dot(const uint8_t* w, int64_t, int64_t cols, const q8_act* xa, float* y, const uint8_t* pf) {
     __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     __m256 corr_v = _mm256_setzero_ps();
     const float corr = 0.0f;
