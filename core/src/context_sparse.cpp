@@ -266,17 +266,12 @@ void context::mlp_sparse(int32_t l, const token_info& ti) {
     // GLU of the neurons computed; the others are exactly 0, as the skipped weights imply.
     if (rows2.all) {
         glu(m_gate.data(), m_gate.data(), m_up.data(), hidden);
-    } else if (m_model->arch.act == glu_activation::silu) {
-        // One vector SwiGLU over every neuron, the computed ones kept (the same bits per element): one
+    } else {
+        // One vector GLU over every neuron, the computed ones kept (the same bits per element): one
         // call per neuron went through the kernel's padded tail, 4% of a llama-1b CATS decode.
         glu(m_compact.data(), m_gate.data(), m_up.data(), hidden);
         std::fill(m_gate.begin(), m_gate.begin() + hidden, 0.0f);
         for (int32_t j : rows2.idx) m_gate[static_cast<size_t>(j)] = m_compact[static_cast<size_t>(j)];
-    } else {  // GELU (scalar tanh): only the computed neurons
-        std::vector<float>& out = m_compact;
-        std::fill(out.begin(), out.begin() + hidden, 0.0f);
-        for (int32_t j : rows2.idx) glu(&out[static_cast<size_t>(j)], &m_gate[static_cast<size_t>(j)], &m_up[static_cast<size_t>(j)], 1);
-        std::copy(out.begin(), out.begin() + hidden, m_gate.begin());
     }
     observe(l, probe::glu, ti.pos, 1, m_gate.data(), hidden);
 

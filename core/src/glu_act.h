@@ -19,14 +19,14 @@ inline double glu_act(glu_activation a, double g) {
 }
 
 // |act(g)| in float, the score CATS, CHESS and gate pruning rank neurons by, for n values (out may be g):
-// SiLU through kernels::swiglu (a vector exp; these scores were a serial 1.3% of a CATS decode with
-// libm's expf per element), GELU in double.
+// through the engine's own vector kernels (kernels::swiglu / kernels::geglu with up = 1; these scores
+// were a serial 1.3% of a CATS decode with libm's expf per element), so a score is the activation the
+// forward computes.
 inline void glu_act_abs(glu_activation a, const float* g, float* out, int64_t n) {
-    if (a == glu_activation::gelu_tanh) {
-        for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(std::fabs(glu_act(a, g[i])));
-        return;
-    }
-    kernels::swiglu(out, g, nullptr, n);
+    if (a == glu_activation::gelu_tanh)
+        kernels::geglu(out, g, nullptr, n);
+    else
+        kernels::swiglu(out, g, nullptr, n);
     for (int64_t i = 0; i < n; ++i) out[i] = std::fabs(out[i]);
 }
 

@@ -55,18 +55,20 @@ void rmsnorm_rows(float* y, const float* x, const float* w, int64_t n, int64_t d
 // A vector exp instead of libm's expf per element: the scalar loop was 1.8% of a llama-1b Q4_0 dense
 // decode and 1.5% with CATS, run on the master while the other threads wait (perf, stop 22).
 void swiglu(float* y, const float* gate, const float* up, int64_t n) {
-    const detail::swiglu_fn f = active_isa() == isa::avx512 ? detail::swiglu_avx512()
-                                : active_isa() == isa::avx2 ? detail::swiglu_avx2()
-                                                            : detail::swiglu_lanes;
+    const detail::glu_fn f = active_isa() == isa::avx512 ? detail::swiglu_avx512()
+                             : active_isa() == isa::avx2 ? detail::swiglu_avx2()
+                                                         : detail::swiglu_lanes;
     f(y, gate, up, n);
 }
 
+// The same vector exp in GELU's sigmoid form. The scalar tanhf per element it replaced took 329 us per
+// 16384 neurons against 20 us (one AVX2 core, /tmp harness, stop 23): 5.9 ms of serial work per Gemma-2B
+// token (18 layers x 16384), on the master while the other threads waited.
 void geglu(float* y, const float* gate, const float* up, int64_t n) {
-    constexpr float k_sqrt_2_over_pi = 0.79788456080286535588f;
-    for (int64_t i = 0; i < n; ++i) {
-        const float g = gate[i];
-        y[i] = 0.5f * g * (1.0f + std::tanh(k_sqrt_2_over_pi * g * (1.0f + 0.044715f * g * g))) * up[i];
-    }
+    const detail::glu_fn f = active_isa() == isa::avx512 ? detail::geglu_avx512()
+                             : active_isa() == isa::avx2 ? detail::geglu_avx2()
+                                                         : detail::geglu_lanes;
+    f(y, gate, up, n);
 }
 
 }  // namespace sl::kernels

@@ -8,8 +8,12 @@ attend_fn attend_avx2() {
     return attend_one;
 }
 
-swiglu_fn swiglu_avx2() {
+glu_fn swiglu_avx2() {
     return swiglu_lanes;
+}
+
+glu_fn geglu_avx2() {
+    return geglu_lanes;
 }
 
 }  // namespace sl::kernels::detail

@@ -5,6 +5,7 @@
 namespace sl::kernels::detail {
 
 attend_fn attend_avx512() { return attend_one; }
-swiglu_fn swiglu_avx512() { return swiglu_lanes; }
+glu_fn swiglu_avx512() { return swiglu_lanes; }
+glu_fn geglu_avx512() { return geglu_lanes; }
 
 }  // namespace sl::kernels::detail

@@ -22,10 +22,12 @@ using attend_fn = void (*)(const float* q, const float* k_cache, const float* v_
 attend_fn attend_avx512();
 attend_fn attend_avx2();
 
-// swiglu_lanes of each build (below; the same bits in each).
-using swiglu_fn = void (*)(float* y, const float* gate, const float* up, int64_t n);
-swiglu_fn swiglu_avx512();
-swiglu_fn swiglu_avx2();
+// swiglu_lanes and geglu_lanes of each build (below; the same bits in each).
+using glu_fn = void (*)(float* y, const float* gate, const float* up, int64_t n);
+glu_fn swiglu_avx512();
+glu_fn swiglu_avx2();
+glu_fn geglu_avx512();
+glu_fn geglu_avx2();
 
 namespace {
 
@@ -169,16 +171,14 @@ inline vnat exp_lanes(vnat x) {
     return p * (vnat)e;  // GCC vector casts reinterpret the bits
 }
 
-// y = silu(g) * u = g * (1 / (1 + e^-g)) * u (u = 1 when up is null), k_w lanes at a time; the last
-// n % k_w through a padded vector, so every element gets the same operations wherever it sits. Below
-// g = -80 (where e^-g is clamped) y is 0 * u: the true |y| is under 2e-33 |u| there, and -inf gives 0
-// rather than NaN. Above g = 80, 1 / (1 + e^-g) is 1 in float, clamped or not.
-void swiglu_lanes(float* y, const float* gate, const float* up, int64_t n) {
-    const auto one = [](vnat g, vnat u) { return g < -80.0f ? 0.0f * u : g * (1.0f / (1.0f + exp_lanes(-g))) * u; };
+// y = act(g, u) over n elements, k_w lanes at a time; the last n % k_w through a padded vector, so every
+// element gets the same operations wherever it sits. u = 1 when up is null.
+template <typename Act>
+inline void glu_lanes(float* y, const float* gate, const float* up, int64_t n, Act act) {
     const vnat ones = vnat{} + 1.0f;
     int64_t i = 0;
     for (; i + k_w <= n; i += k_w) {
-        const vnat v = one(loadn(gate + i), up ? loadn(up + i) : ones);
+        const vnat v = act(loadn(gate + i), up ? loadn(up + i) : ones);
         std::memcpy(y + i, &v, sizeof v);
     }
     if (i < n) {
@@ -188,9 +188,29 @@ void swiglu_lanes(float* y, const float* gate, const float* up, int64_t n) {
             std::copy(up + i, up + n, u);
         else
             std::fill(u, u + k_w, 1.0f);
-        const vnat v = one(loadn(g), loadn(u));
+        const vnat v = act(loadn(g), loadn(u));
         std::memcpy(y + i, &v, static_cast<size_t>(n - i) * sizeof(float));
     }
+}
+
+// y = silu(g) * u = g * (1 / (1 + e^-g)) * u. Below g = -80 (where e^-g is clamped) y is 0 * u: the true
+// |y| is under 2e-33 |u| there, and -inf gives 0 rather than NaN. Above g = 80, 1 / (1 + e^-g) is 1 in
+// float, clamped or not.
+void swiglu_lanes(float* y, const float* gate, const float* up, int64_t n) {
+    glu_lanes(y, gate, up, n, [](vnat g, vnat u) {
+        return g < -80.0f ? 0.0f * u : g * (1.0f / (1.0f + exp_lanes(-g))) * u;
+    });
+}
+
+// y = gelu_tanh(g) * u, GELU's tanh approximation as ggml and Gemma use it, in its sigmoid form:
+// 0.5 (1 + tanh(z)) = 1 / (1 + e^(-2z)), z = sqrt(2 / pi) (g + 0.044715 g^3), so -2z = g (c1 + c2 g^2).
+// No cancellation where tanh(z) nears -1 (the tanh form loses all digits of 1 + tanh there), and the same
+// exp as SiLU. Where -2z > 80 (g below about -9.3) y is 0 * u: the true |y| is under 2e-34 |g u|.
+void geglu_lanes(float* y, const float* gate, const float* up, int64_t n) {
+    glu_lanes(y, gate, up, n, [](vnat g, vnat u) {
+        const vnat a = g * (-1.59576912160573071f + -0.0713548162726002527f * (g * g));
+        return a > 80.0f ? 0.0f * u : g * (1.0f / (1.0f + exp_lanes(a))) * u;
+    });
 }
 
 void attend_one(const float* q, const float* k_cache, const float* v_cache, int32_t n_pos, int32_t kv_stride,

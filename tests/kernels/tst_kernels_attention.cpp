@@ -130,4 +130,64 @@ TEST(swiglu, matches_double_reference_and_is_identical_across_isas) {
     }
 }
 
+// GeGLU (kernels::geglu, the vector exp in GELU's sigmoid form since stop 23) against GELU in double, in
+// the same sigmoid form 0.5 (1 + tanh z) = 1 / (1 + e^-2z) (in the tanh form double itself keeps only
+// ~3 digits of 1 + tanh z at g = -6.6): relative error within a few ulp plus what the exp's argument a = -2z carries (|a| ulp: GELU
+// of a negative g is e^-a-small, and a itself is rounded), the same bits on every ISA build and for every
+// length, NaN passed through, g -> +inf giving g * u and g below about -9.3 (a > 80), -inf included,
+// giving 0 where the true value is under 2e-34 |g u|.
+TEST(geglu, matches_double_reference_and_is_identical_across_isas) {
+    isa_guard guard;
+    reseed(78);
+    std::vector<float> g, u;
+    for (int i = 0; i < 4000; ++i) {
+        g.push_back(4.0f * gaussish());
+        u.push_back(gaussish());
+    }
+    for (float e = -100.0f; e <= 100.0f; e += 0.37f) {  // the clamp edge (about -9.3) and far past it
+        g.push_back(e);
+        u.push_back(1.5f);
+    }
+    for (float v : {0.0f, -0.0f, -9.2f, -9.3f, -9.4f, 80.0f, -80.0f, 1e-30f, -1e-30f, 1e19f, -1e19f, 1e38f, -1e38f}) {
+        g.push_back(v);
+        u.push_back(-2.0f);
+    }
+    const size_t n = g.size();
+    constexpr double k = 0.79788456080286535588;  // sqrt(2 / pi)
+    std::vector<float> first;
+    for (k::isa i : isas()) {
+        k::set_active_isa(i);
+        std::vector<float> y(n, -7.0f);
+        k::geglu(y.data(), g.data(), u.data(), static_cast<int64_t>(n));
+        for (size_t j = 0; j < n; ++j) {
+            const double gd = g[j], z = k * gd * (1.0 + 0.044715 * gd * gd);
+            const double ref = gd / (1.0 + std::exp(-2.0 * z)) * u[j];
+            const double tol = (6e-7 + 1.2e-7 * std::min(std::fabs(2.0 * z), 200.0)) * std::fabs(ref) + 1e-32;
+            ASSERT_NEAR(y[j], ref, tol) << k::isa_name(i) << " g = " << g[j];
+        }
+        if (first.empty()) first = y;
+        EXPECT_EQ(0, std::memcmp(first.data(), y.data(), n * 4)) << k::isa_name(i) << ": not bit-identical";
+        for (int64_t len = 1; len <= 17; ++len) {  // every tail length gives the same elements
+            std::vector<float> part(static_cast<size_t>(len) + 1, -7.0f);
+            k::geglu(part.data(), g.data() + 3, u.data() + 3, len);
+            EXPECT_EQ(0, std::memcmp(part.data(), first.data() + 3, static_cast<size_t>(len) * 4)) << len;
+            EXPECT_EQ(part[static_cast<size_t>(len)], -7.0f) << "wrote past the end, length " << len;
+        }
+        std::vector<float> alone(n, -7.0f);  // up == nullptr multiplies by 1
+        k::geglu(alone.data(), g.data(), nullptr, static_cast<int64_t>(n));
+        for (size_t j = 0; j < n; ++j) {
+            const double gd = g[j], z = k * gd * (1.0 + 0.044715 * gd * gd);
+            const double ref = gd / (1.0 + std::exp(-2.0 * z));
+            const double tol = (6e-7 + 1.2e-7 * std::min(std::fabs(2.0 * z), 200.0)) * std::fabs(ref) + 1e-32;
+            ASSERT_NEAR(alone[j], ref, tol) << " g = " << g[j];
+        }
+        const float nan = std::nanf(""), gi[3] = {nan, INFINITY, -INFINITY}, ui[3] = {1.0f, 2.0f, 0.5f};
+        float yi[3];
+        k::geglu(yi, gi, ui, 3);
+        EXPECT_TRUE(std::isnan(yi[0]));
+        EXPECT_EQ(yi[1], INFINITY);
+        EXPECT_EQ(yi[2], 0.0f) << "gelu(-inf) * 0.5";
+    }
+}
+
 }  // namespace

@@ -32,7 +32,8 @@ void rmsnorm_rows(float* y, const float* x, const float* w, int64_t n, int64_t d
 // The same bits on every ISA (a vector exp, ~1 ulp).
 void swiglu(float* y, const float* gate, const float* up, int64_t n);
 
-// y = gelu_tanh(gate) * up elementwise (GeGLU with the tanh approximation, as Gemma), n elements.
+// y = gelu_tanh(gate) * up elementwise (GeGLU with the tanh approximation, as Gemma), n elements;
+// up == nullptr multiplies by 1. The same bits on every ISA (the same vector exp as swiglu).
 void geglu(float* y, const float* gate, const float* up, int64_t n);
 
 }  // namespace sl::kernels
