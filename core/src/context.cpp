@@ -148,8 +148,8 @@ void context::forward_chunk(const int32_t* tokens, int32_t n, int32_t pos0, floa
         kernels::gemv(m.output, m_xb.data(), logits_out, m_threads);
     }
     if (const float cap = m.arch.final_softcap; cap > 0.0f) {
-        const size_t count = static_cast<size_t>(all_logits ? n : 1) * static_cast<size_t>(m.hp.vocab_size);
-        for (size_t i = 0; i < count; ++i) logits_out[i] = cap * std::tanh(logits_out[i] / cap);
+        const int64_t count = static_cast<int64_t>(all_logits ? n : 1) * m.hp.vocab_size;
+        kernels::softcap(logits_out, logits_out, count, cap);
     }
 }
 

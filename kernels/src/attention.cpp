@@ -71,4 +71,13 @@ void geglu(float* y, const float* gate, const float* up, int64_t n) {
     f(y, gate, up, n);
 }
 
+// cap * tanh(x / cap) through the vector exp: libm's tanhf per logit was 2.8 ms per Gemma-2 token (256000
+// logits; /tmp harness, stop 23).
+void softcap(float* y, const float* x, int64_t n, float cap) {
+    const detail::softcap_fn f = active_isa() == isa::avx512 ? detail::softcap_avx512()
+                                 : active_isa() == isa::avx2 ? detail::softcap_avx2()
+                                                             : detail::softcap_lanes;
+    f(y, x, n, cap);
+}
+
 }  // namespace sl::kernels

@@ -16,4 +16,8 @@ glu_fn geglu_avx2() {
     return geglu_lanes;
 }
 
+softcap_fn softcap_avx2() {
+    return softcap_lanes;
+}
+
 }  // namespace sl::kernels::detail

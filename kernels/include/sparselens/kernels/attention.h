@@ -36,4 +36,8 @@ void swiglu(float* y, const float* gate, const float* up, int64_t n);
 // up == nullptr multiplies by 1. The same bits on every ISA (the same vector exp as swiglu).
 void geglu(float* y, const float* gate, const float* up, int64_t n);
 
+// y = cap * tanh(x / cap) elementwise (Gemma-2's soft-capping), n elements, y may be x. The same bits on
+// every ISA (~4 ulp; the vector exp).
+void softcap(float* y, const float* x, int64_t n, float cap);
+
 }  // namespace sl::kernels
