@@ -73,7 +73,10 @@ result<context> context::create(const model& m, const context_params& params) {
     c.m_v.resize(b * hp.kv_dim());
     c.m_gate.resize(b * hp.hidden_dim);
     c.m_up.resize(b * hp.hidden_dim);
-    c.m_scores.resize(static_cast<size_t>(kernels::attention_threads(c.m_threads)) * n_ctx);
+    {
+        const kernels::attention_shape shape{hp.n_heads, hp.n_kv_heads, hp.head_dim()};
+        c.m_scores.resize(static_cast<size_t>(kernels::attention_scratch_floats(shape, c.m_threads, n_ctx)));
+    }
     c.m_logits.resize(static_cast<size_t>(hp.vocab_size));
     c.m_compact.resize(static_cast<size_t>(std::max({hp.hidden_dim, hp.dim, hp.q_dim()})));
     c.m_density_sum.assign(static_cast<size_t>(hp.n_layers), layer_density{});

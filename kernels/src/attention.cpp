@@ -13,30 +13,46 @@ namespace sl::kernels {
 
 int attention_threads(int n_threads) { return n_threads > 0 ? n_threads : omp_get_max_threads(); }
 
+int64_t attention_scratch_floats(const attention_shape& shape, int n_threads, int32_t max_pos) {
+    const int32_t group = shape.n_kv_heads > 0 ? shape.n_heads / shape.n_kv_heads : 1;
+    return static_cast<int64_t>(attention_threads(n_threads)) * std::min(group, detail::k_max_group) * max_pos;
+}
+
 void attention_causal(const float* q, const float* k_cache, const float* v_cache, int32_t pos0, int32_t n,
                       const attention_shape& shape, float* out, float* scores, int n_threads) {
     const int32_t q_stride = shape.n_heads * shape.head_dim;
     const int32_t kv_stride = shape.n_kv_heads * shape.head_dim;
     const int32_t group = shape.n_heads / shape.n_kv_heads;
-    const int64_t total = static_cast<int64_t>(n) * shape.n_heads;
     const int32_t max_pos = pos0 + n;
     const int threads = attention_threads(n_threads);
+    // Jobs are (token, KV head, part of its query heads): the heads of a part share their K and V loads
+    // (attend_group). Parts of at most k_max_group heads, and more of them while there are fewer than two
+    // jobs per thread (one decode token of a model with 4 KV heads is 4 jobs).
+    int32_t parts = (group + detail::k_max_group - 1) / detail::k_max_group;
+    while (parts < group && static_cast<int64_t>(n) * shape.n_kv_heads * parts < 2 * threads) ++parts;
+    const int32_t part_heads = (group + parts - 1) / parts;
+    const int64_t per_token = static_cast<int64_t>(shape.n_kv_heads) * parts;
+    const int64_t total = static_cast<int64_t>(n) * per_token;
     // Small problems (tiny models, single tokens) are cheaper serial than waking the team: a sleeping
     // worker takes 10-90 us to start on a VM (docs/results.md, rows2), and one decode token of a
     // llama-1b layer at position 136 (2^18 units) takes 64 us on one AVX2 core, 70-75 us on two.
-    const bool parallel = total * max_pos * shape.head_dim > (1 << 20) && threads > 1;
+    const bool parallel =
+        static_cast<int64_t>(n) * shape.n_heads * max_pos * shape.head_dim > (1 << 20) && threads > 1;
     const detail::attend_fn attend = active_isa() == isa::avx512 ? detail::attend_avx512()
                                      : active_isa() == isa::avx2 ? detail::attend_avx2()
-                                                                 : detail::attend_one;
+                                                                 : detail::attend_group;
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1) if (parallel)
     for (int64_t job = 0; job < total; ++job) {
-        const int32_t t = static_cast<int32_t>(job / shape.n_heads);
-        const int32_t h = static_cast<int32_t>(job % shape.n_heads);
-        const int32_t g = h / group;
-        float* att = scores + static_cast<int64_t>(omp_get_thread_num()) * max_pos;
-        attend(q + static_cast<int64_t>(t) * q_stride + h * shape.head_dim, k_cache + g * shape.head_dim,
-                   v_cache + g * shape.head_dim, pos0 + t + 1, kv_stride, shape,
-                   out + static_cast<int64_t>(t) * q_stride + h * shape.head_dim, att);
+        const int32_t t = static_cast<int32_t>(job / per_token);
+        const int32_t g = static_cast<int32_t>(job % per_token / parts);
+        const int32_t part = static_cast<int32_t>(job % parts);
+        const int32_t h0 = g * group + part * part_heads;
+        const int32_t heads = std::min(part_heads, (g + 1) * group - h0);
+        if (heads <= 0) continue;
+        float* att = scores + static_cast<int64_t>(omp_get_thread_num()) * part_heads * max_pos;
+        attend(q + static_cast<int64_t>(t) * q_stride + static_cast<int64_t>(h0) * shape.head_dim, heads,
+               k_cache + g * shape.head_dim, v_cache + g * shape.head_dim, pos0 + t + 1, kv_stride, shape,
+               out + static_cast<int64_t>(t) * q_stride + static_cast<int64_t>(h0) * shape.head_dim, att);
     }
 }
 

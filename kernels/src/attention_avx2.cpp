@@ -5,7 +5,7 @@
 namespace sl::kernels::detail {
 
 attend_fn attend_avx2() {
-    return attend_one;
+    return attend_group;
 }
 
 glu_fn swiglu_avx2() {

@@ -4,7 +4,7 @@
 
 namespace sl::kernels::detail {
 
-attend_fn attend_avx512() { return attend_one; }
+attend_fn attend_avx512() { return attend_group; }
 glu_fn swiglu_avx512() { return swiglu_lanes; }
 glu_fn geglu_avx512() { return geglu_lanes; }
 softcap_fn softcap_avx512() { return softcap_lanes; }

@@ -12,12 +12,11 @@
 
 namespace sl::kernels::detail {
 
-// attend_one of one build: q [head_dim], the cache rows of its KV head from position 0 (kv_stride
-// floats apart), n_pos positions, att scratch [n_pos].
-using attend_fn = void (*)(const float* q, const float* k_cache, const float* v_cache, int32_t n_pos, int32_t kv_stride,
-                           const attention_shape& shape, float* out, float* att);
+// attend_group of one build (below): the query heads sharing one KV head, for one token.
+using attend_fn = void (*)(const float* q, int32_t group, const float* k_cache, const float* v_cache, int32_t n_pos,
+                           int32_t kv_stride, const attention_shape& shape, float* out, float* att);
 
-// The AVX-512 and AVX2 builds of attend_one (attention_avx512.cpp, attention_avx2.cpp), bit-identical to
+// The AVX-512 and AVX2 builds of attend_group (attention_avx512.cpp, attention_avx2.cpp), bit-identical to
 // the portable one.
 attend_fn attend_avx512();
 attend_fn attend_avx2();
@@ -131,12 +130,14 @@ inline void dot4(const float* q, const float* k, int64_t stride, int32_t n, floa
 
 // out[0, 16 NC) = sum over positions p of (att[p] * inv) v_p[0, 16 NC), v_p = v + p * stride, in position
 // order starting from zero: per element out[i] += a * v[i] in that order, with out held in registers.
-template <int NC>
+// Init: out starts from zero; otherwise the sums continue from out (stored and reloaded exactly, so a
+// range split into pieces gives the same bits as one call).
+template <int NC, bool Init>
 inline void weighted_sum(float* out, const float* v, int64_t stride, const float* att, float inv, int32_t first,
                          int32_t n_pos) {
     constexpr int n = NC * k_parts;
     vnat o[n];
-    for (int c = 0; c < n; ++c) o[c] = vnat{};
+    for (int c = 0; c < n; ++c) o[c] = Init ? vnat{} : loadn(out + k_w * c);
     for (int32_t p = first; p < n_pos; ++p) {
         const float a = att[p] * inv;
         const float* vp = v + static_cast<int64_t>(p) * stride;
@@ -283,50 +284,95 @@ inline float exp_sub_sum(float* x, int64_t n, float m) {
     return s;
 }
 
-void attend_one(const float* q, const float* k_cache, const float* v_cache, int32_t n_pos, int32_t kv_stride,
-                const attention_shape& shape, float* out, float* att) {
-    const int32_t head_dim = shape.head_dim;
-    const float scale = shape.scale > 0.0f ? shape.scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
-    const int32_t first = shape.window > 0 ? std::max(0, n_pos - shape.window) : 0;
-    auto score = [&](int32_t p, float s) { att[p] = s * scale; };
-    int32_t p = first;
-    if (head_dim % k_lanes == 0) {
-        for (; p + 4 <= n_pos; p += 4) {
-            float s[4];
-            dot4(q, k_cache + static_cast<int64_t>(p) * kv_stride, kv_stride, head_dim, s);
-            for (int j = 0; j < 4; ++j) score(p + j, s[j]);
-        }
-    }
-    for (; p < n_pos; ++p) score(p, dot(q, k_cache + static_cast<int64_t>(p) * kv_stride, head_dim));
-    // Soft-capping, max and the exponentials in vectors, not libm's tanhf and expf per score: one token at
-    // position 1000, 32 heads of 64 over 4 KV heads, one AVX2 thread, 500 -> 368 us per layer, with
-    // Gemma-2's soft-capping 1062 -> 418 (/tmp harness, stop 23).
-    if (shape.softcap > 0.0f) softcap_lanes(att + first, att + first, n_pos - first, shape.softcap);
-    const float sum = exp_sub_sum(att + first, n_pos - first, max_lanes(att + first, n_pos - first));
-    const float inv = 1.0f / sum;
+// weighted_sum over the first head_dim columns (a multiple of 16): 64 at a time, then the rest.
+template <bool Init>
+inline void weighted_sums(float* out, const float* v, int64_t stride, const float* att, float inv, int32_t first,
+                          int32_t n_pos, int32_t head_dim) {
     int32_t d = 0;
     for (; d + 4 * k_lanes <= head_dim; d += 4 * k_lanes)
-        weighted_sum<4>(out + d, v_cache + d, kv_stride, att, inv, first, n_pos);
+        weighted_sum<4, Init>(out + d, v + d, stride, att, inv, first, n_pos);
     switch ((head_dim - d) / k_lanes) {
         case 3:
-            weighted_sum<3>(out + d, v_cache + d, kv_stride, att, inv, first, n_pos);
+            weighted_sum<3, Init>(out + d, v + d, stride, att, inv, first, n_pos);
             break;
         case 2:
-            weighted_sum<2>(out + d, v_cache + d, kv_stride, att, inv, first, n_pos);
+            weighted_sum<2, Init>(out + d, v + d, stride, att, inv, first, n_pos);
             break;
         case 1:
-            weighted_sum<1>(out + d, v_cache + d, kv_stride, att, inv, first, n_pos);
+            weighted_sum<1, Init>(out + d, v + d, stride, att, inv, first, n_pos);
             break;
         default:
             break;
     }
-    d += (head_dim - d) / k_lanes * k_lanes;
-    if (d < head_dim) {  // the last head_dim % 16 elements, in the same order
-        std::fill(out + d, out + head_dim, 0.0f);
-        for (p = first; p < n_pos; ++p) {
-            const float a = att[p] * inv;
-            const float* v = v_cache + static_cast<int64_t>(p) * kv_stride;
-            for (int32_t i = d; i < head_dim; ++i) out[i] += a * v[i];
+}
+
+// Query heads per attend_group call at most (attention_causal splits larger GQA groups).
+constexpr int32_t k_max_group = 16;
+
+// Positions per block of the value pass: the block's V rows (64 of 64 floats: 16 KiB) stay in L1 while
+// every head of the group reads them.
+constexpr int32_t k_value_block = 64;
+
+// One query token's attention for `group` (<= k_max_group) query heads sharing one KV head (GQA): q and out hold the
+// heads head_dim floats apart, the cache rows of the KV head start at position 0 (kv_stride floats
+// apart), n_pos positions, att scratch [group * n_pos]. Each head's arithmetic is the same sequence of
+// float operations whatever the group, so grouping only changes which loads are shared: 4 K rows serve
+// every head's dot4 from L1, and a block of V rows every head's weighted sums (each head re-read the
+// whole K and V slice of its KV head from L2 before: 256 KiB each at position 1000 on llama-1b). One
+// token, 32 heads of 64 over 4 KV heads, one AVX2 thread: 368 -> 307 us per layer at position 1000,
+// 1729 -> 1289 at 4000 (after the vector softmax; /tmp harness, stop 23).
+void attend_group(const float* q, int32_t group, const float* k_cache, const float* v_cache, int32_t n_pos,
+                  int32_t kv_stride, const attention_shape& shape, float* out, float* att) {
+    const int32_t head_dim = shape.head_dim;
+    const float scale = shape.scale > 0.0f ? shape.scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
+    const int32_t first = shape.window > 0 ? std::max(0, n_pos - shape.window) : 0;
+    int32_t p = first;
+    if (head_dim % k_lanes == 0) {
+        for (; p + 4 <= n_pos; p += 4) {
+            const float* k = k_cache + static_cast<int64_t>(p) * kv_stride;
+            for (int32_t h = 0; h < group; ++h) {
+                float s[4];
+                dot4(q + static_cast<int64_t>(h) * head_dim, k, kv_stride, head_dim, s);
+                for (int j = 0; j < 4; ++j) att[static_cast<int64_t>(h) * n_pos + p + j] = s[j] * scale;
+            }
+        }
+    }
+    for (; p < n_pos; ++p)
+        for (int32_t h = 0; h < group; ++h)
+            att[static_cast<int64_t>(h) * n_pos + p] =
+                dot(q + static_cast<int64_t>(h) * head_dim, k_cache + static_cast<int64_t>(p) * kv_stride, head_dim) *
+                scale;
+    // Soft-capping, max and the exponentials in vectors, not libm's tanhf and expf per score: one token at
+    // position 1000, 32 heads of 64 over 4 KV heads, one AVX2 thread, 500 -> 368 us per layer, with
+    // Gemma-2's soft-capping 1062 -> 418 (/tmp harness, stop 23).
+    float inv[k_max_group];
+    for (int32_t h = 0; h < group; ++h) {
+        float* a = att + static_cast<int64_t>(h) * n_pos + first;
+        if (shape.softcap > 0.0f) softcap_lanes(a, a, n_pos - first, shape.softcap);
+        inv[h] = 1.0f / exp_sub_sum(a, n_pos - first, max_lanes(a, n_pos - first));
+    }
+    const int32_t d16 = head_dim / k_lanes * k_lanes;
+    for (int32_t p0 = first; p0 < n_pos; p0 += k_value_block) {
+        const int32_t p1 = std::min(n_pos, p0 + k_value_block);
+        for (int32_t h = 0; h < group; ++h) {
+            const float* a = att + static_cast<int64_t>(h) * n_pos;
+            float* o = out + static_cast<int64_t>(h) * head_dim;
+            if (p0 == first)
+                weighted_sums<true>(o, v_cache, kv_stride, a, inv[h], p0, p1, d16);
+            else
+                weighted_sums<false>(o, v_cache, kv_stride, a, inv[h], p0, p1, d16);
+        }
+    }
+    if (d16 < head_dim) {  // the last head_dim % 16 elements, in the same order
+        for (int32_t h = 0; h < group; ++h) {
+            const float* a = att + static_cast<int64_t>(h) * n_pos;
+            float* o = out + static_cast<int64_t>(h) * head_dim;
+            std::fill(o + d16, o + head_dim, 0.0f);
+            for (p = first; p < n_pos; ++p) {
+                const float w = a[p] * inv[h];
+                const float* v = v_cache + static_cast<int64_t>(p) * kv_stride;
+                for (int32_t i = d16; i < head_dim; ++i) o[i] += w * v[i];
+            }
         }
     }
 }

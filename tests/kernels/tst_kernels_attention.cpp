@@ -53,7 +53,11 @@ std::vector<double> reference(const att_case& c, const std::vector<float>& q, co
 TEST(attention, matches_double_reference_and_is_identical_across_isas) {
     const att_case cases[] = {{32, 8, 64, 0, 1, 0, 0},   {32, 8, 64, 127, 1, 0, 0}, {8, 2, 80, 5, 24, 0, 0},
                               {4, 4, 8, 0, 9, 0, 0},     {6, 3, 48, 40, 7, 50.0f, 0}, {4, 1, 32, 30, 12, 0, 16},
-                              {2, 2, 256, 3, 4, 0, 0}};
+                              {2, 2, 256, 3, 4, 0, 0},
+                              // GQA groups split into parts: 32 heads per KV head (> 16 per call), one KV head
+                              // for a single token (parts grow to give 2 threads work), head_dim 24 (tails)
+                              {64, 2, 32, 50, 1, 0, 0},  {8, 1, 64, 20, 1, 0, 0},   {6, 1, 24, 70, 1, 30.0f, 0},
+                              {12, 3, 40, 100, 2, 0, 33}};
     isa_guard guard;
     for (const att_case& c : cases) {
         SCOPED_TRACE(::testing::Message() << c.heads << "/" << c.kv_heads << " heads of " << c.head_dim << ", pos0 "
@@ -72,7 +76,7 @@ TEST(attention, matches_double_reference_and_is_identical_across_isas) {
         for (k::isa i : isas()) {
             k::set_active_isa(i);
             for (int threads : {1, 2}) {
-                std::vector<float> out(q.size(), -1.0f), scores(static_cast<size_t>(k::attention_threads(threads)) * total);
+                std::vector<float> out(q.size(), -1.0f), scores(static_cast<size_t>(k::attention_scratch_floats(shape, threads, total)));
                 k::attention_causal(q.data(), kc.data(), vc.data(), c.pos0, c.n, shape, out.data(), scores.data(), threads);
                 for (size_t j = 0; j < out.size(); ++j) ASSERT_NEAR(out[j], ref[j], 2e-5 * (1.0 + std::fabs(ref[j]))) << j;
                 if (first.empty()) first = out;

@@ -17,13 +17,16 @@ struct attention_shape {
 // For query token t in [0, n) at position pos0 + t, attends over cache positions [0, pos0 + t]:
 //   out[t, h] = sum_p softmax_p(q[t, h] . k[p, g] / sqrt(head_dim)) v[p, g],  g = h / (n_heads / n_kv_heads).
 // q/out are [n, n_heads * head_dim]; k_cache/v_cache are [positions, n_kv_heads * head_dim] row-major.
-// Parallel over (token, head) pairs; `scores` is caller-owned scratch of n_threads_max * (pos0 + n) floats
-// where n_threads_max = scratch_threads(n_threads).
+// Parallel over (token, KV head) pairs (the query heads of a KV head share its cache loads); `scores` is
+// caller-owned scratch of attention_scratch_floats(shape, n_threads, max_pos) floats, max_pos >= pos0 + n.
 void attention_causal(const float* q, const float* k_cache, const float* v_cache, int32_t pos0, int32_t n,
                       const attention_shape& shape, float* out, float* scores, int n_threads);
 
-// Threads attention_causal will use for a given request (so callers can size `scores`).
+// Threads attention_causal will use for a given request.
 int attention_threads(int n_threads);
+
+// Scratch floats attention_causal needs for up to max_pos positions.
+int64_t attention_scratch_floats(const attention_shape& shape, int n_threads, int32_t max_pos);
 
 // In-place RMSNorm of n rows of width d: y = w * x / sqrt(mean(x^2) + eps).
 void rmsnorm_rows(float* y, const float* x, const float* w, int64_t n, int64_t d, float eps);
