@@ -87,26 +87,55 @@ TEST(attention, matches_double_reference_and_is_identical_across_isas) {
     }
 }
 
+using glu_kernel = void (*)(float* y, const float* gate, const float* up, int64_t n);
+
+// A GLU kernel's shared checks: every length from 1 to 17 (tails through padded vectors) gives the same
+// elements as the whole call `whole` did, nothing is written past the end, and of (NaN, +inf, -inf)
+// times (1, 2, 0.5) the first stays NaN, the second is +inf and the third 0 (act(-inf) = 0, not NaN).
+void expect_glu_tails_and_edges(glu_kernel f, const std::vector<float>& g, const std::vector<float>& u,
+                                const std::vector<float>& whole) {
+    for (int64_t len = 1; len <= 17; ++len) {
+        std::vector<float> part(static_cast<size_t>(len) + 1, -7.0f);
+        f(part.data(), g.data() + 3, u.data() + 3, len);
+        EXPECT_EQ(0, std::memcmp(part.data(), whole.data() + 3, static_cast<size_t>(len) * 4)) << len;
+        EXPECT_EQ(part[static_cast<size_t>(len)], -7.0f) << "wrote past the end, length " << len;
+    }
+    const float nan = std::nanf(""), gi[3] = {nan, INFINITY, -INFINITY}, ui[3] = {1.0f, 2.0f, 0.5f};
+    float yi[3];
+    f(yi, gi, ui, 3);
+    EXPECT_TRUE(std::isnan(yi[0]));
+    EXPECT_EQ(yi[1], INFINITY);
+    EXPECT_EQ(yi[2], 0.0f) << "act(-inf) * 0.5";
+}
+
+// Inputs of the GLU tests: 4000 gaussians times `spread` (u gaussian), a sweep over [-100, 100] in steps
+// of 0.37 (u = 1.5: the clamp edges and past them) and the special gate values given (u = -2).
+void glu_inputs(uint64_t seed, float spread, std::initializer_list<float> specials, std::vector<float>& g,
+                std::vector<float>& u) {
+    reseed(seed);
+    for (int i = 0; i < 4000; ++i) {
+        g.push_back(spread * gaussish());
+        u.push_back(gaussish());
+    }
+    for (float e = -100.0f; e <= 100.0f; e += 0.37f) {
+        g.push_back(e);
+        u.push_back(1.5f);
+    }
+    for (float v : specials) {
+        g.push_back(v);
+        u.push_back(-2.0f);
+    }
+}
+
 // SwiGLU (kernels::swiglu, a vector exp since stop 22) against silu in double: within 4 ulp-ish relative
 // error over the range activations take and far beyond it, the same bits on every ISA build and for every
 // length (tails go through the same lanes), NaN passed through, and the saturated ends (g -> +inf: g * u;
 // g below -80, -inf included: 0, where the true value is under 2e-33 |u|) without overflow to NaN.
 TEST(swiglu, matches_double_reference_and_is_identical_across_isas) {
     isa_guard guard;
-    reseed(77);
     std::vector<float> g, u;
-    for (int i = 0; i < 4000; ++i) {
-        g.push_back(8.0f * gaussish());
-        u.push_back(gaussish());
-    }
-    for (float e = -100.0f; e <= 100.0f; e += 0.37f) {  // the clamp edges and past them
-        g.push_back(e);
-        u.push_back(1.5f);
-    }
-    for (float v : {0.0f, -0.0f, 80.0f, -80.0f, 80.01f, -80.01f, 87.3f, -87.3f, 1e-30f, -1e-30f, 1e38f, -1e38f}) {
-        g.push_back(v);
-        u.push_back(-2.0f);
-    }
+    glu_inputs(77, 8.0f, {0.0f, -0.0f, 80.0f, -80.0f, 80.01f, -80.01f, 87.3f, -87.3f, 1e-30f, -1e-30f, 1e38f, -1e38f}, g,
+               u);
     const size_t n = g.size();
     std::vector<float> first;
     for (k::isa i : isas()) {
@@ -119,43 +148,21 @@ TEST(swiglu, matches_double_reference_and_is_identical_across_isas) {
         }
         if (first.empty()) first = y;
         EXPECT_EQ(0, std::memcmp(first.data(), y.data(), n * 4)) << k::isa_name(i) << ": not bit-identical";
-        for (int64_t len = 1; len <= 17; ++len) {  // every tail length gives the same elements
-            std::vector<float> part(static_cast<size_t>(len) + 1, -7.0f);
-            k::swiglu(part.data(), g.data() + 3, u.data() + 3, len);
-            EXPECT_EQ(0, std::memcmp(part.data(), first.data() + 3, static_cast<size_t>(len) * 4)) << len;
-            EXPECT_EQ(part[static_cast<size_t>(len)], -7.0f) << "wrote past the end, length " << len;
-        }
-        const float nan = std::nanf(""), gi[3] = {nan, INFINITY, -INFINITY}, ui[3] = {1.0f, 2.0f, 0.5f};
-        float yi[3];
-        k::swiglu(yi, gi, ui, 3);
-        EXPECT_TRUE(std::isnan(yi[0]));
-        EXPECT_EQ(yi[1], INFINITY);
-        EXPECT_EQ(yi[2], 0.0f) << "silu(-inf) * 0.5";
+        expect_glu_tails_and_edges(k::swiglu, g, u, first);
     }
 }
 
 // GeGLU (kernels::geglu, the vector exp in GELU's sigmoid form since stop 23) against GELU in double, in
 // the same sigmoid form 0.5 (1 + tanh z) = 1 / (1 + e^-2z) (in the tanh form double itself keeps only
-// ~3 digits of 1 + tanh z at g = -6.6): relative error within a few ulp plus what the exp's argument a = -2z carries (|a| ulp: GELU
-// of a negative g is e^-a-small, and a itself is rounded), the same bits on every ISA build and for every
-// length, NaN passed through, g -> +inf giving g * u and g below about -9.3 (a > 80), -inf included,
+// ~3 digits of 1 + tanh z at g = -6.6): relative error within a few ulp plus what the exp's argument
+// a = -2z carries (|a| ulp: a is rounded, and GELU of a negative g scales with e^-a), the same bits on
+// every ISA build and for every length, NaN passed through, g -> +inf giving g * u and g below about -9.3 (a > 80), -inf included,
 // giving 0 where the true value is under 2e-34 |g u|.
 TEST(geglu, matches_double_reference_and_is_identical_across_isas) {
     isa_guard guard;
-    reseed(78);
-    std::vector<float> g, u;
-    for (int i = 0; i < 4000; ++i) {
-        g.push_back(4.0f * gaussish());
-        u.push_back(gaussish());
-    }
-    for (float e = -100.0f; e <= 100.0f; e += 0.37f) {  // the clamp edge (about -9.3) and far past it
-        g.push_back(e);
-        u.push_back(1.5f);
-    }
-    for (float v : {0.0f, -0.0f, -9.2f, -9.3f, -9.4f, 80.0f, -80.0f, 1e-30f, -1e-30f, 1e19f, -1e19f, 1e38f, -1e38f}) {
-        g.push_back(v);
-        u.push_back(-2.0f);
-    }
+    std::vector<float> g, u;  // the clamp edge is at g = -9.3 here
+    glu_inputs(78, 4.0f,
+               {0.0f, -0.0f, -9.2f, -9.3f, -9.4f, 80.0f, -80.0f, 1e-30f, -1e-30f, 1e19f, -1e19f, 1e38f, -1e38f}, g, u);
     const size_t n = g.size();
     constexpr double k = 0.79788456080286535588;  // sqrt(2 / pi)
     std::vector<float> first;
@@ -171,12 +178,7 @@ TEST(geglu, matches_double_reference_and_is_identical_across_isas) {
         }
         if (first.empty()) first = y;
         EXPECT_EQ(0, std::memcmp(first.data(), y.data(), n * 4)) << k::isa_name(i) << ": not bit-identical";
-        for (int64_t len = 1; len <= 17; ++len) {  // every tail length gives the same elements
-            std::vector<float> part(static_cast<size_t>(len) + 1, -7.0f);
-            k::geglu(part.data(), g.data() + 3, u.data() + 3, len);
-            EXPECT_EQ(0, std::memcmp(part.data(), first.data() + 3, static_cast<size_t>(len) * 4)) << len;
-            EXPECT_EQ(part[static_cast<size_t>(len)], -7.0f) << "wrote past the end, length " << len;
-        }
+        expect_glu_tails_and_edges(k::geglu, g, u, first);
         std::vector<float> alone(n, -7.0f);  // up == nullptr multiplies by 1
         k::geglu(alone.data(), g.data(), nullptr, static_cast<int64_t>(n));
         for (size_t j = 0; j < n; ++j) {
@@ -185,12 +187,6 @@ TEST(geglu, matches_double_reference_and_is_identical_across_isas) {
             const double tol = (6e-7 + 1.2e-7 * std::min(std::fabs(2.0 * z), 200.0)) * std::fabs(ref) + 1e-32;
             ASSERT_NEAR(alone[j], ref, tol) << " g = " << g[j];
         }
-        const float nan = std::nanf(""), gi[3] = {nan, INFINITY, -INFINITY}, ui[3] = {1.0f, 2.0f, 0.5f};
-        float yi[3];
-        k::geglu(yi, gi, ui, 3);
-        EXPECT_TRUE(std::isnan(yi[0]));
-        EXPECT_EQ(yi[1], INFINITY);
-        EXPECT_EQ(yi[2], 0.0f) << "gelu(-inf) * 0.5";
     }
 }
 
