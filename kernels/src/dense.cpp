@@ -25,11 +25,17 @@ int pick_threads(int requested, int64_t work_bytes, int64_t row_units) {
     return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(nt, row_units)));
 }
 
-// gemv hands out rows in chunks of about this many weight bytes (a multiple of 4 rows).
-constexpr int64_t k_chunk_bytes = 128 * 1024;
+// gemv hands out rows in chunks of a multiple of 4 rows: about a quarter of a thread's share of the
+// call's bytes, between 128 KiB and 1 MiB. Fixed 128 KiB chunks (chosen when idle workers slept
+// between regions) cost 10-20% of llama-1b dense decode on 2 threads against this or fixed 0.5-1 MiB
+// (alternating, 2-5 rounds each, every weight type: docs/results.md, stop 23); the quarter keeps a few
+// chunks per thread on the small matrices (k, v, o) so the threads still finish together.
+int64_t chunk_bytes_for(int64_t call_bytes, int nt) {
+    return std::clamp<int64_t>(call_bytes / (4 * static_cast<int64_t>(nt)), 128 * 1024, 1 << 20);
+}
 
-int64_t chunk_rows(const tensor_view& w) {
-    return std::max<int64_t>(4, k_chunk_bytes / std::max<int64_t>(1, w.row_bytes()) / 4 * 4);
+int64_t chunk_rows(const tensor_view& w, int64_t chunk_bytes) {
+    return std::max<int64_t>(4, chunk_bytes / std::max<int64_t>(1, w.row_bytes()) / 4 * 4);
 }
 
 // Contiguous share of `rows` for thread t of nt, in units of 4 rows: whole row groups for the
@@ -96,11 +102,18 @@ void gemv_multi(const tensor_view* ws, float* const* ys, int n_mats, const float
         if (ws[i].rows <= 0 || ws[i].cols == 0) continue;
         bytes += ws[i].bytes();
         units += (ws[i].rows + 3) / 4;
-        chunks += (ws[i].rows + chunk_rows(ws[i]) - 1) / chunk_rows(ws[i]);
     }
     if (units == 0) return;
     const detail::kernel_table& kt = detail::active_table();
     const int nt = pick_threads(n_threads, bytes, units);
+    const int64_t cb = chunk_bytes_for(bytes, nt);
+    int64_t crows_small[8];  // rows per chunk of each matrix (heap only for unusually many matrices)
+    std::vector<int64_t> crows_big(n_mats > 8 ? static_cast<size_t>(n_mats) : 0);
+    int64_t* crows = n_mats > 8 ? crows_big.data() : crows_small;
+    for (int i = 0; i < n_mats; ++i) {
+        crows[i] = chunk_rows(ws[i], cb);
+        if (ws[i].rows > 0 && ws[i].cols > 0) chunks += (ws[i].rows + crows[i] - 1) / crows[i];
+    }
     // The rows of all matrices, in chunks of ~k_chunk_bytes, are taken in order from a shared counter:
     // a worker that is still waking up (a sleeping OpenMP thread takes 10-90 us to start here, a
     // halted vCPU) does not hold up the others, which take its rows meanwhile. A row's arithmetic
@@ -116,13 +129,13 @@ void gemv_multi(const tensor_view* ws, float* const* ys, int n_mats, const float
             int64_t r0 = c;
             for (;; ++i) {  // chunk c is chunk r0 of matrix i
                 if (ws[i].rows <= 0 || ws[i].cols == 0) continue;
-                const int64_t n = (ws[i].rows + chunk_rows(ws[i]) - 1) / chunk_rows(ws[i]);
+                const int64_t n = (ws[i].rows + crows[i] - 1) / crows[i];
                 if (r0 < n) break;
                 r0 -= n;
             }
             const tensor_view& w = ws[i];
-            r0 *= chunk_rows(w);
-            const int64_t r1 = std::min(w.rows, r0 + chunk_rows(w));
+            r0 *= crows[i];
+            const int64_t r1 = std::min(w.rows, r0 + crows[i]);
             const void* xa = x;
             if (dtype_is_quantized(w.type)) {
                 act_scratch& sc = thread_act_scratch();
