@@ -114,7 +114,7 @@ void gemv_multi(const tensor_view* ws, float* const* ys, int n_mats, const float
         crows[i] = chunk_rows(ws[i], cb);
         if (ws[i].rows > 0 && ws[i].cols > 0) chunks += (ws[i].rows + crows[i] - 1) / crows[i];
     }
-    // The rows of all matrices, in chunks of ~k_chunk_bytes, are taken in order from a shared counter:
+    // The rows of all matrices, in chunks of ~cb bytes, are taken in order from a shared counter:
     // a worker that is still waking up (a sleeping OpenMP thread takes 10-90 us to start here, a
     // halted vCPU) does not hold up the others, which take its rows meanwhile. A row's arithmetic
     // never depends on which thread runs it or on its neighbours, so results do not change. Each
