@@ -11,6 +11,24 @@
 
 namespace sl::kernels {
 
+namespace {
+
+// The attention_impl.h build for the active ISA (fetched per call: the AVX-512 table must not even be
+// copied on a CPU without AVX-512).
+detail::attention_fns active_fns() {
+    switch (active_isa()) {
+        case isa::avx512:
+            return detail::attention_fns_avx512();
+        case isa::avx2:
+            return detail::attention_fns_avx2();
+        case isa::scalar:
+            break;
+    }
+    return detail::this_build_fns();
+}
+
+}  // namespace
+
 int attention_threads(int n_threads) { return n_threads > 0 ? n_threads : omp_get_max_threads(); }
 
 int64_t attention_scratch_floats(const attention_shape& shape, int n_threads, int32_t max_pos) {
@@ -38,9 +56,7 @@ void attention_causal(const float* q, const float* k_cache, const float* v_cache
     // llama-1b layer at position 136 (2^18 units) takes 64 us on one AVX2 core, 70-75 us on two.
     const bool parallel =
         static_cast<int64_t>(n) * shape.n_heads * max_pos * shape.head_dim > (1 << 20) && threads > 1;
-    const detail::attend_fn attend = active_isa() == isa::avx512 ? detail::attend_avx512()
-                                     : active_isa() == isa::avx2 ? detail::attend_avx2()
-                                                                 : detail::attend_group;
+    const detail::attend_fn attend = active_fns().attend;
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1) if (parallel)
     for (int64_t job = 0; job < total; ++job) {
         const int32_t t = static_cast<int32_t>(job / per_token);
@@ -71,29 +87,20 @@ void rmsnorm_rows(float* y, const float* x, const float* w, int64_t n, int64_t d
 // A vector exp instead of libm's expf per element: the scalar loop was 1.8% of a llama-1b Q4_0 dense
 // decode and 1.5% with CATS, run on the master while the other threads wait (perf, stop 22).
 void swiglu(float* y, const float* gate, const float* up, int64_t n) {
-    const detail::glu_fn f = active_isa() == isa::avx512 ? detail::swiglu_avx512()
-                             : active_isa() == isa::avx2 ? detail::swiglu_avx2()
-                                                         : detail::swiglu_lanes;
-    f(y, gate, up, n);
+    active_fns().swiglu(y, gate, up, n);
 }
 
 // The same vector exp in GELU's sigmoid form. The scalar tanhf per element it replaced took 329 us per
 // 16384 neurons against 20 us (one AVX2 core, /tmp harness, stop 23): 5.9 ms of serial work per Gemma-2B
 // token (18 layers x 16384), on the master while the other threads waited.
 void geglu(float* y, const float* gate, const float* up, int64_t n) {
-    const detail::glu_fn f = active_isa() == isa::avx512 ? detail::geglu_avx512()
-                             : active_isa() == isa::avx2 ? detail::geglu_avx2()
-                                                         : detail::geglu_lanes;
-    f(y, gate, up, n);
+    active_fns().geglu(y, gate, up, n);
 }
 
 // cap * tanh(x / cap) through the vector exp: libm's tanhf per logit was 2.8 ms per Gemma-2 token (256000
 // logits; /tmp harness, stop 23).
 void softcap(float* y, const float* x, int64_t n, float cap) {
-    const detail::softcap_fn f = active_isa() == isa::avx512 ? detail::softcap_avx512()
-                                 : active_isa() == isa::avx2 ? detail::softcap_avx2()
-                                                             : detail::softcap_lanes;
-    f(y, x, n, cap);
+    active_fns().softcap(y, x, n, cap);
 }
 
 }  // namespace sl::kernels

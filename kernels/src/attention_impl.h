@@ -12,24 +12,20 @@
 
 namespace sl::kernels::detail {
 
-// attend_group of one build (below): the query heads sharing one KV head, for one token.
+// The functions of one build of this file (attend_group, swiglu_lanes, geglu_lanes, softcap_lanes below):
+// the portable one (attention.cpp), AVX2 and AVX-512 (attention_avx2.cpp, attention_avx512.cpp),
+// bit-identical to each other. Each build's table is only fetched after a CPUID check allows its ISA.
 using attend_fn = void (*)(const float* q, int32_t group, const float* k_cache, const float* v_cache, int32_t n_pos,
                            int32_t kv_stride, const attention_shape& shape, float* out, float* att);
-
-// The AVX-512 and AVX2 builds of attend_group (attention_avx512.cpp, attention_avx2.cpp), bit-identical to
-// the portable one.
-attend_fn attend_avx512();
-attend_fn attend_avx2();
-
-// swiglu_lanes and geglu_lanes of each build (below; the same bits in each).
 using glu_fn = void (*)(float* y, const float* gate, const float* up, int64_t n);
-glu_fn swiglu_avx512();
-glu_fn swiglu_avx2();
-glu_fn geglu_avx512();
-glu_fn geglu_avx2();
 using softcap_fn = void (*)(float* y, const float* x, int64_t n, float cap);
-softcap_fn softcap_avx512();
-softcap_fn softcap_avx2();
+struct attention_fns {
+    attend_fn attend;
+    glu_fn swiglu, geglu;
+    softcap_fn softcap;
+};
+attention_fns attention_fns_avx512();
+attention_fns attention_fns_avx2();
 
 namespace {
 
@@ -375,6 +371,11 @@ void attend_group(const float* q, int32_t group, const float* k_cache, const flo
             }
         }
     }
+}
+
+// This build's table (attention_fns).
+inline attention_fns this_build_fns() {
+    return {attend_group, swiglu_lanes, geglu_lanes, softcap_lanes};
 }
 
 }  // namespace
