@@ -565,10 +565,11 @@ void fused_sparse_mlp(const bundle_view& b, const float* x, const int32_t* idx, 
             }
         }
     };
-    parallel(nt, [&](int t, int team) {
-        int64_t s0, s1;
-        split(n_slices, team, t, s0, s1);
-        for (int64_t sl = s0; sl < s1; ++sl) run_slice(static_cast<int>(sl));
+    // Slices from a shared counter: a thread that starts late leaves its slices to the others (each
+    // slice's sums and destination are fixed, so the bits do not change).
+    std::atomic<int> next{0};
+    parallel(nt, [&](int, int) {
+        for (int sl; (sl = next.fetch_add(1, std::memory_order_relaxed)) < n_slices;) run_slice(sl);
     });
     // Partials summed in slice order by the caller after the join (a barrier costs a wake-up).
     for (int64_t o = 0; o < dim; ++o) {
