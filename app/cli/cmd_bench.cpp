@@ -30,6 +30,7 @@ struct bench_opts {
     bool membw = false;
     double membw_gib = 1.0;
     bool json = false;
+    bool stages = false;  // --stages: decode time per stage of the forward pass
 };
 
 // Resident set size now (Linux /proc/self/statm; 0 elsewhere) and its peak (getrusage, KiB on Linux).
@@ -56,7 +57,107 @@ struct decode_timing {
     double decode_tps = 0.0;  // 1 / median per-token decode time
     size_t decoded = 0;
     double bytes_per_token = 0.0;  // weights the decode path read, from the densities it reported
+    stage_times stages;            // --stages: summed over the decoded tokens after the first of each repetition
+    double first_token_s = 0.0;    // mean time of each repetition's first decoded token
+    double stage_bytes[stage_count] = {};  // weight bytes per token each stage read
 };
+
+// Weight bytes per token each stage read, from the densities the engine reported (all 1 when dense):
+// q/k/v, o, gate/up and down; a fused method's MLP bytes go to its fused stage when every timed MLP ran
+// fused (mixed tokens leave the MLP stages without a byte count).
+void stage_weight_bytes(const context& ctx, const stage_times& st, double* out) {
+    const model& m = ctx.get_model();
+    const double tokens = static_cast<double>(ctx.density_tokens());
+    const bool fused = st.at(stage::mlp_fused) > 0, mixed = fused && st.at(stage::mlp_in) > 0;
+    for (size_t l = 0; l < m.layers.size(); ++l) {
+        const layer_weights& lw = m.layers[l];
+        const tensor_view* views[proj_count] = {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down};
+        for (int p = 0; p < proj_count; ++p) {
+            const double d = tokens > 0 && ctx.method() ? ctx.density_sum()[l].d[p] / tokens : 1.0;
+            const bool mlp = p >= static_cast<int>(proj::gate);
+            if (mlp && mixed) continue;
+            const stage s = p <= static_cast<int>(proj::v) ? stage::qkv
+                            : p == static_cast<int>(proj::o) ? stage::o
+                            : fused                          ? stage::mlp_fused
+                            : p == static_cast<int>(proj::down) ? stage::down
+                                                                : stage::mlp_in;
+            out[static_cast<int>(s)] += d * static_cast<double>(views[p]->bytes());
+        }
+    }
+    out[static_cast<int>(stage::logits)] = static_cast<double>(m.output.bytes());
+}
+
+// The --stages table: per stage ms/token and GB/s of dense and the method, and what the method's stage
+// would take at dense's GB/s on its bytes (weight stages) or in dense's time (the rest; select and fetch:
+// 0; a fused method's MLP: dense's whole MLP scaled by the bytes). Its "over" column is where a method
+// loses its ideal speed-up.
+void print_stages(const decode_timing& dense, const decode_timing* sparse, const std::string& name, nlohmann::json& j,
+                  bool json) {
+    const auto ms = [](const decode_timing& t, int s) {
+        return t.stages.tokens > 0 ? 1e3 * t.stages.seconds[s] / static_cast<double>(t.stages.tokens) : 0.0;
+    };
+    const auto gbs = [&](const decode_timing& t, int s) -> std::string {
+        const double v = ms(t, s);
+        if (v <= 0 || t.stage_bytes[s] <= 0) return "-";
+        char b[32];
+        std::snprintf(b, sizeof b, "%.1f", t.stage_bytes[s] / (v * 1e-3) / 1e9);
+        return b;
+    };
+    const int mlp_in = static_cast<int>(stage::mlp_in), glu = static_cast<int>(stage::glu),
+              down = static_cast<int>(stage::down), fused = static_cast<int>(stage::mlp_fused);
+    const bool is_fused = sparse && sparse->stage_bytes[fused] > 0;
+    const auto ideal = [&](int s) {
+        const stage st = static_cast<stage>(s);
+        if (!sparse || st == stage::select || st == stage::fetch) return 0.0;
+        if (st == stage::mlp_fused) {
+            const double mlp_bytes = dense.stage_bytes[mlp_in] + dense.stage_bytes[down];
+            const double mlp_ms = ms(dense, mlp_in) + ms(dense, glu) + ms(dense, down);
+            return mlp_bytes > 0 ? mlp_ms * sparse->stage_bytes[fused] / mlp_bytes : 0.0;
+        }
+        if (is_fused && (st == stage::mlp_in || st == stage::glu || st == stage::down)) return 0.0;
+        return dense.stage_bytes[s] > 0 ? ms(dense, s) * sparse->stage_bytes[s] / dense.stage_bytes[s] : ms(dense, s);
+    };
+    if (!json) {
+        std::printf("stages     decode ms per token by stage, means over %lld tokens (each repetition's tokens after its "
+                    "first; a token's stages add up to its forward pass)\n",
+                    static_cast<long long>(dense.stages.tokens));
+        std::printf("  first decoded token after the prompt: dense %.3f ms", 1e3 * dense.first_token_s);
+        if (sparse) std::printf(", %s %.3f ms", name.c_str(), 1e3 * sparse->first_token_s);
+        std::printf("\n");
+        std::printf("  %-10s %9s %7s", "stage", "dense ms", "GB/s");
+        if (sparse) std::printf(" %9s %7s %9s %7s", (name + " ms").c_str(), "GB/s", "ideal ms", "over");
+        std::printf("\n");
+    }
+    nlohmann::json rows = nlohmann::json::object();
+    double tot_d = 0, tot_s = 0, tot_i = 0;
+    for (int s = 0; s < stage_count; ++s) {
+        const double dm = ms(dense, s), sm = sparse ? ms(*sparse, s) : 0.0, im = ideal(s);
+        tot_d += dm;
+        tot_s += sm;
+        tot_i += im;
+        nlohmann::json row = {{"dense_ms", dm}, {"dense_weight_bytes", dense.stage_bytes[s]}};
+        if (sparse) {
+            row["method_ms"] = sm;
+            row["method_weight_bytes"] = sparse->stage_bytes[s];
+            row["ideal_ms"] = im;
+        }
+        rows[stage_name(static_cast<stage>(s))] = row;
+        if (json || (dm <= 0 && sm <= 0)) continue;
+        std::printf("  %-10s %9.3f %7s", stage_name(static_cast<stage>(s)), dm, gbs(dense, s).c_str());
+        if (sparse) std::printf(" %9.3f %7s %9.3f %+7.3f", sm, gbs(*sparse, s).c_str(), im, sm - im);
+        std::printf("\n");
+    }
+    if (!json) {
+        std::printf("  %-10s %9.3f %7s", "total", tot_d, "");
+        if (sparse) std::printf(" %9.3f %7s %9.3f %+7.3f", tot_s, "", tot_i, tot_s - tot_i);
+        std::printf("\n");
+        if (sparse)
+            std::printf("  ideal: each weight stage at dense's GB/s on the method's bytes, the rest in dense's time, "
+                        "selection 0\n");
+    }
+    j["stages"] = {{"tokens", dense.stages.tokens}, {"by_stage", rows}, {"dense_first_token_ms", 1e3 * dense.first_token_s}};
+    if (sparse) j["stages"]["method_first_token_ms"] = 1e3 * sparse->first_token_s;
+}
 
 // Weight bytes one decoded token read: every projection scaled by the density the engine reported for
 // it (all 1 without a method), plus the classifier and one embedding row.
@@ -80,6 +181,7 @@ decode_timing time_decode(context& ctx, const std::vector<int32_t>& prompt, cons
     const int32_t vocab = ctx.vocab_size();
     std::vector<double> prefill_tps, decode_token_s;
     double bytes = 0.0;
+    stage_times stages;
     for (int32_t rep = 0; rep < o.reps; ++rep) {
         const auto t0 = clock::now();
         const float* logits = ctx.prefill(prompt, 0);
@@ -87,14 +189,26 @@ decode_timing time_decode(context& ctx, const std::vector<int32_t>& prompt, cons
         ctx.reset_density();
         int32_t tok = static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);
         for (int32_t i = 0; i < o.gen; ++i) {
+            // Decode only (a method's prefill runs the same path token by token), after the first token:
+            // the steady state; the first token (GRIFFIN copies its experts then) is reported apart.
+            if (i == 1) ctx.set_stage_timing(o.stages);
             const auto t1 = clock::now();
             logits = ctx.decode(tok, o.prompt_len + i);
             decode_token_s.push_back(std::chrono::duration<double>(clock::now() - t1).count());
             tok = static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);
         }
         bytes = ctx.method() ? read_bytes_per_token(ctx) : static_cast<double>(ctx.decode_weight_bytes());
+        const stage_times& st = ctx.stage_timing();
+        for (int s = 0; s < stage_count; ++s) stages.seconds[s] += st.seconds[s];
+        stages.tokens += st.tokens;
+        ctx.set_stage_timing(false);
     }
-    return {median(prefill_tps), 1.0 / median(decode_token_s), decode_token_s.size(), bytes};
+    double first = 0.0;
+    for (size_t i = 0; i < decode_token_s.size(); i += static_cast<size_t>(o.gen)) first += decode_token_s[i];
+    decode_timing t{median(prefill_tps), 1.0 / median(decode_token_s), decode_token_s.size(), bytes, stages,
+                    first / std::max(1, o.reps)};
+    if (o.stages) stage_weight_bytes(ctx, stages, t.stage_bytes);
+    return t;
 }
 
 int run_bench(const bench_opts& o) {
@@ -201,6 +315,9 @@ int run_bench(const bench_opts& o) {
                             "layouts %.1f MiB\n",
                             o.method.cfg.name.c_str(), sparse.decode_tps, sparse.bytes_per_token / (1 << 20), measured,
                             ideal, 100.0 * measured / ideal, static_cast<double>(ctx.layout_bytes()) / (1 << 20));
+            if (o.stages) print_stages(dense, &sparse, o.method.cfg.name, j, o.json);
+        } else if (o.stages) {
+            print_stages(dense, nullptr, "", j, o.json);
         }
     }
     if (o.json) print_json(j);
@@ -225,6 +342,9 @@ void register_bench(CLI::App& app, command_fn& run) {
     c->add_option("--gamma", o->method.cfg.gamma, "DIP-CA gamma")->check(CLI::Range(0.0, 1.0));
     c->add_option("--calib", o->method.calib_path, "Calibration for methods that need one (default MODEL.calib)");
     c->add_flag("--json", o->json, "Machine-readable output");
+    c->add_flag("--stages", o->stages,
+                "Also time each stage of the decode (q/k/v, attention, MLP parts, selection, logits): ms/token, GB/s, "
+                "and per stage what the method would take at dense's GB/s");
     // `bench kernels` sets `run` itself; CLI11 runs this parent callback after it, so leave it alone then.
     CLI::App* kernels = register_bench_kernels(*c, run);
     c->callback([o, &run, kernels] {

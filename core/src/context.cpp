@@ -95,6 +95,24 @@ uint64_t context::decode_weight_bytes() const {
     return bytes;
 }
 
+const char* stage_name(stage s) {
+    static constexpr const char* names[stage_count] = {"qkv",    "attention", "o",     "mlp_in", "glu",  "down",
+                                                       "mlp_fused", "select", "fetch", "logits", "other"};
+    const auto i = static_cast<int>(s);
+    return i >= 0 && i < stage_count ? names[i] : "?";
+}
+
+void context::set_stage_timing(bool on) {
+    m_timing = on;
+    m_stages = {};
+}
+
+void context::lap_timed(stage s) {
+    const auto now = std::chrono::steady_clock::now();
+    m_stages.seconds[static_cast<int>(s)] += std::chrono::duration<double>(now - m_lap).count();
+    m_lap = now;
+}
+
 void context::layer_forward(int32_t l, int32_t n, int32_t pos0) {
     const model_hparams& hp = m_model->hp;
     const layer_weights& lw = m_model->layers[static_cast<size_t>(l)];
@@ -104,28 +122,41 @@ void context::layer_forward(int32_t l, int32_t n, int32_t pos0) {
     // Attention block.
     kernels::rmsnorm_rows(m_xb.data(), m_x.data(), lw.attn_norm, n, dim, hp.norm_eps);
     observe(l, probe::attn_in, pos0, n, m_xb.data(), dim);
+    lap(stage::other);
     project_same_x<3>({&lw.wq, &lw.wk, &lw.wv}, {m_q.data(), m_k.data(), m_v.data()}, m_xb.data(), n, m_threads);
+    lap(stage::qkv);
     finish_qkv(l, n, pos0);
     attend(l, n, pos0);
+    lap(stage::attention);
     project(lw.wo, m_att.data(), n, m_proj.data(), m_threads);
+    lap(stage::o);
     add_residual(lw.post_attn_norm, n);
 
     // Gated MLP block.
     kernels::rmsnorm_rows(m_xb.data(), m_x.data(), lw.ffn_norm, n, dim, hp.norm_eps);
     observe(l, probe::mlp_in, pos0, n, m_xb.data(), dim);
+    lap(stage::other);
     project_same_x<2>({&lw.w_gate, &lw.w_up}, {m_gate.data(), m_up.data()}, m_xb.data(), n, m_threads);
     observe(l, probe::gate_pre, pos0, n, m_gate.data(), hidden);
     observe(l, probe::up_pre, pos0, n, m_up.data(), hidden);
+    lap(stage::mlp_in);
     glu(m_gate.data(), m_gate.data(), m_up.data(), static_cast<int64_t>(n) * hidden);
     observe(l, probe::glu, pos0, n, m_gate.data(), hidden);
+    lap(stage::glu);
     project(lw.w_down, m_gate.data(), n, m_proj.data(), m_threads);
+    lap(stage::down);
     add_residual(lw.post_ffn_norm, n);
+    lap(stage::other);
 }
 
 void context::forward_chunk(const int32_t* tokens, int32_t n, int32_t pos0, float* logits_out, bool all_logits) {
     const model& m = *m_model;
     const int32_t dim = m.hp.dim;
     assert(n > 0 && n <= m_batch && pos0 >= 0 && pos0 + n <= m_n_ctx);
+    if (m_timing) {
+        m_lap = std::chrono::steady_clock::now();
+        m_stages.tokens += n;
+    }
     for (int32_t t = 0; t < n; ++t) {
         const int32_t tok = tokens[t];
         assert(tok >= 0 && tok < m.hp.vocab_size);
@@ -154,6 +185,7 @@ void context::forward_chunk(const int32_t* tokens, int32_t n, int32_t pos0, floa
         const int64_t count = static_cast<int64_t>(all_logits ? n : 1) * m.hp.vocab_size;
         kernels::softcap(logits_out, logits_out, count, cap);
     }
+    lap(stage::logits);
 }
 
 const float* context::decode(int32_t token, int32_t pos) {

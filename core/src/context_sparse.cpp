@@ -207,9 +207,13 @@ void context::mlp_sparse(int32_t l, const token_info& ti) {
     const int32_t hidden = hp.hidden_dim;
     const std::span<const float> xb(m_xb.data(), static_cast<size_t>(hp.dim));
 
-    if (m_traits.mlp_inputs || m_traits.neurons_pre) m_method->select_mlp_inputs(ti, xb, m_masks);
+    if (m_traits.mlp_inputs || m_traits.neurons_pre) {
+        m_method->select_mlp_inputs(ti, xb, m_masks);
+        lap(stage::select);
+    }
     if (m_traits.fused && !m_masks.neurons_pre.all && !m_mlp_source) {
         mlp_fused(l, ti);  // context_fused.cpp
+        lap(stage::mlp_fused);
         return;
     }
     if (!m_rows_paged.empty()) m_rows_paged[static_cast<size_t>(l)] = 0;  // the rows below fault back in
@@ -221,9 +225,10 @@ void context::mlp_sparse(int32_t l, const token_info& ti) {
     // the caller sees the source's error after the token and discards it).
     mlp_views src;
     auto fetch = [&](mlp_weight_source::stage st) {
-        if (m_mlp_source->fetch(l, st, m_masks, src)) return true;
-        std::fill(m_proj.begin(), m_proj.begin() + hp.dim, 0.0f);
-        return false;
+        const bool ok = m_mlp_source->fetch(l, st, m_masks, src);
+        if (!ok) std::fill(m_proj.begin(), m_proj.begin() + hp.dim, 0.0f);
+        lap(stage::fetch);
+        return ok;
     };
     if (m_mlp_source && !fetch(mlp_weight_source::stage::inputs)) return;
     const int mi[proj_count] = {0, 0, 0, 0, 0, 1, 2};  // gate, up, down -> 0, 1, 2
@@ -256,12 +261,17 @@ void context::mlp_sparse(int32_t l, const token_info& ti) {
         intersect_masks(m_masks.neurons_pre, m_masks.neurons_post, rows2);
     } else {
         project_rows(proj_w(p1), layout(p1), in1, m_masks.neurons_pre, m_xb.data(), f1, m_compact.data(), m_threads);
-        if (m_traits.neurons_post) m_method->select_after_first(ti, {f1, static_cast<size_t>(hidden)}, m_masks);
+        lap(stage::mlp_in);
+        if (m_traits.neurons_post) {
+            m_method->select_after_first(ti, {f1, static_cast<size_t>(hidden)}, m_masks);
+            lap(stage::select);
+        }
         intersect_masks(m_masks.neurons_pre, m_masks.neurons_post, rows2);
         project_rows(proj_w(p2), layout(p2), in2, rows2, m_xb.data(), f2, m_compact.data(), m_threads);
     }
     observe(l, probe::gate_pre, ti.pos, 1, m_gate.data(), hidden);
     observe(l, probe::up_pre, ti.pos, 1, m_up.data(), hidden);
+    lap(stage::mlp_in);
 
     // GLU of the neurons computed; the others are exactly 0, as the skipped weights imply.
     if (rows2.all) {
@@ -274,13 +284,18 @@ void context::mlp_sparse(int32_t l, const token_info& ti) {
         for (int32_t j : rows2.idx) m_gate[static_cast<size_t>(j)] = m_compact[static_cast<size_t>(j)];
     }
     observe(l, probe::glu, ti.pos, 1, m_gate.data(), hidden);
+    lap(stage::glu);
 
-    if (m_traits.down_in) m_method->select_down(ti, {m_gate.data(), static_cast<size_t>(hidden)}, m_masks);
+    if (m_traits.down_in) {
+        m_method->select_down(ti, {m_gate.data(), static_cast<size_t>(hidden)}, m_masks);
+        lap(stage::select);
+    }
     index_mask used;
     intersect_masks(rows2, m_masks.down_in, used);
     m_masks.down_in = used;  // report what the kernel really read
     if (m_mlp_source && !fetch(mlp_weight_source::stage::down)) return;
     project_in(proj_w(proj::down), layout(proj::down), used, m_gate.data(), m_proj.data(), m_threads);
+    lap(stage::down);
 }
 
 void context::layer_forward_sparse(int32_t l, int32_t pos) {
@@ -302,7 +317,11 @@ void context::layer_forward_sparse(int32_t l, int32_t pos) {
 
     kernels::rmsnorm_rows(m_xb.data(), m_x.data(), lw.attn_norm, 1, dim, hp.norm_eps);
     observe(l, probe::attn_in, pos, 1, m_xb.data(), dim);
-    if (m_traits.attn_inputs) m_method->select_attn_inputs(ti, {m_xb.data(), static_cast<size_t>(dim)}, m_masks);
+    lap(stage::other);
+    if (m_traits.attn_inputs) {
+        m_method->select_attn_inputs(ti, {m_xb.data(), static_cast<size_t>(dim)}, m_masks);
+        lap(stage::select);
+    }
     {
         const tensor_view* w[3] = {&lw.wq, &lw.wk, &lw.wv};
         const tensor_view* wt[3] = {layout(proj::q), layout(proj::k), layout(proj::v)};
@@ -310,14 +329,21 @@ void context::layer_forward_sparse(int32_t l, int32_t pos) {
         float* y[3] = {m_q.data(), m_k.data(), m_v.data()};
         project_in_multi(3, w, wt, in, m_xb.data(), y, m_threads);
     }
+    lap(stage::qkv);
     finish_qkv(l, 1, pos);
     attend(l, 1, pos);
-    if (m_traits.o_input) m_method->select_o_input(ti, {m_att.data(), static_cast<size_t>(hp.q_dim())}, m_masks);
+    lap(stage::attention);
+    if (m_traits.o_input) {
+        m_method->select_o_input(ti, {m_att.data(), static_cast<size_t>(hp.q_dim())}, m_masks);
+        lap(stage::select);
+    }
     project_in(lw.wo, layout(proj::o), m_masks.o_in, m_att.data(), m_proj.data(), m_threads);
+    lap(stage::o);
     add_residual(lw.post_attn_norm, 1);
 
     kernels::rmsnorm_rows(m_xb.data(), m_x.data(), lw.ffn_norm, 1, dim, hp.norm_eps);
     observe(l, probe::mlp_in, pos, 1, m_xb.data(), dim);
+    lap(stage::other);
     if (!m_traits.split_mlp) mlp_sparse(l, ti);
     layer_density d_split;
     if (m_traits.split_mlp) mlp_split(l, ti, d_split);  // context_split.cpp
@@ -330,6 +356,7 @@ void context::layer_forward_sparse(int32_t l, int32_t pos) {
     for (int p = 0; p < proj_count; ++p) sum.d[p] += d.d[p];
     if (m_observer) m_observer->on_masks(l, pos, m_masks, d);
     if (m_residency) m_residency->on_token(l, pos, m_masks);
+    lap(stage::other);
 }
 
 }  // namespace sl

@@ -79,8 +79,10 @@ void context::mlp_split(int32_t l, const token_info& ti, layer_density& d) {
     }
     observe(l, probe::gate_pre, ti.pos, 1, m_gate.data(), hidden);
     observe(l, probe::up_pre, ti.pos, 1, m_up.data(), hidden);
+    lap(stage::mlp_in);
     glu(m_gate.data(), m_gate.data(), m_up.data(), hidden);  // SwiGLU or GeGLU, as the architecture says
     observe(l, probe::glu, ti.pos, 1, m_gate.data(), hidden);
+    lap(stage::glu);
 
     // Down: heavy columns (input-major rows) plus the light part's contribution.
     float* y = m_proj.data();
@@ -99,6 +101,7 @@ void context::mlp_split(int32_t l, const token_info& ti, layer_density& d) {
         }
         for (int32_t i = 0; i < dim; ++i) y[i] += sc.y[static_cast<size_t>(i)];
     }
+    lap(stage::down);
     for (int p = 0; p < 3; ++p)
         d.d[static_cast<int>(proj::gate) + p] = share(s->split_bytes[p], s->dense_bytes[p]);
 }

@@ -123,6 +123,48 @@ TEST(Cli, OnlineSimulationCacheAwareRaisesHitRateAndReplaysConsistently) {
     EXPECT_GE(nlohmann::json::parse(bel.out)["summary"]["hit_rate"].get<double>(), dip);
 }
 
+// `bench --stages`: per stage of the decode, dense and the method, with the bytes each read. The stages
+// of a token add up to its forward pass; DIP (input-sparse gate/up and down, top-k selection) reads
+// half the MLP bytes, spends time selecting, and never runs the fused stage; dense never selects.
+TEST(Cli, BenchStagesJson) {
+    const run_result r = run_cli("bench " + q("models/stories260K_f32.bin") +
+                                 " --method dip --density 0.5 --gen 5 --prompt-len 4 --reps 2 --threads 1 --stages --json");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    const auto& st = j["stages"];
+    EXPECT_EQ(st["tokens"], 8) << "each repetition's tokens after its first";
+    EXPECT_GT(st["dense_first_token_ms"].get<double>(), 0.0);
+    EXPECT_GT(st["method_first_token_ms"].get<double>(), 0.0);
+    const auto& by = st["by_stage"];
+    for (const char* name : {"qkv", "attention", "o", "mlp_in", "glu", "down", "mlp_fused", "select", "fetch", "logits",
+                             "other"})
+        ASSERT_TRUE(by.contains(name)) << name;
+    for (const char* name : {"qkv", "attention", "o", "mlp_in", "glu", "down", "logits"}) {
+        EXPECT_GT(by[name]["dense_ms"].get<double>(), 0.0) << name;
+        EXPECT_GT(by[name]["method_ms"].get<double>(), 0.0) << name;
+    }
+    EXPECT_EQ(by["select"]["dense_ms"].get<double>(), 0.0);
+    EXPECT_GT(by["select"]["method_ms"].get<double>(), 0.0);
+    EXPECT_EQ(by["select"]["ideal_ms"].get<double>(), 0.0);
+    EXPECT_EQ(by["mlp_fused"]["method_ms"].get<double>(), 0.0);
+    EXPECT_EQ(by["fetch"]["method_ms"].get<double>(), 0.0);
+    // Bytes: dense reads every matrix; DIP at 50% about half of gate/up and down, all of q/k/v and o.
+    const double dense_in = by["mlp_in"]["dense_weight_bytes"], dip_in = by["mlp_in"]["method_weight_bytes"];
+    EXPECT_EQ(dense_in, 2.0 * 5 * 172 * 64 * 4);  // 5 layers of 172 x 64 f32 gate and up
+    EXPECT_NEAR(dip_in / dense_in, 0.5, 0.05);
+    EXPECT_NEAR(by["down"]["method_weight_bytes"].get<double>() / by["down"]["dense_weight_bytes"].get<double>(), 0.5, 0.05);
+    EXPECT_EQ(by["qkv"]["method_weight_bytes"], by["qkv"]["dense_weight_bytes"]);
+    EXPECT_EQ(by["logits"]["dense_weight_bytes"], 512.0 * 64 * 4);
+    // The ideal of a weight stage scales dense's time by the bytes.
+    EXPECT_NEAR(by["mlp_in"]["ideal_ms"].get<double>(), by["mlp_in"]["dense_ms"].get<double>() * dip_in / dense_in, 1e-9);
+
+    const run_result t = run_cli("bench " + q("models/stories260K_f32.bin") + " --gen 3 --prompt-len 4 --reps 1 --stages");
+    ASSERT_EQ(t.code, 0) << t.err;
+    EXPECT_NE(t.out.find("stages     decode ms per token by stage"), std::string::npos) << t.out;
+    EXPECT_NE(t.out.find("  attention "), std::string::npos) << t.out;
+    EXPECT_EQ(t.out.find("  select "), std::string::npos) << "dense never selects: no row";
+}
+
 TEST(Cli, ErrorsAreOneLineWithExitCode2) {
     for (const std::string& args : {std::string("info /nonexistent/model.gguf"),
                                    "generate " + q("text/tinystories_sample.txt") + " --steps 4",

@@ -1,6 +1,7 @@
 // Inference context: KV cache, scratch buffers and the Llama forward pass (prefill and decode).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -44,6 +45,36 @@ struct fused_mlp_stats {
 };
 
 struct fused_mlp_state;  // private: core/src/fused_mlp_cache.h
+
+// Where the forward pass spends its wall time (context::set_stage_timing). Each stage is the time from
+// the previous stage's end to its own, so the stages of a token add up to its forward pass exactly.
+enum class stage : uint8_t {
+    qkv,        // q/k/v projections (dense, or input-sparse with a method)
+    attention,  // biases, norms, RoPE, KV-cache write, attention
+    o,          // attention output projection
+    mlp_in,     // gate/up projections (dense, input- or output-sparse, FFSplit's heavy + light rows)
+    glu,        // SwiGLU/GeGLU and the scatter of computed neurons
+    down,       // down projection
+    mlp_fused,  // a fused method's whole MLP: differential-cache update and fused kernel
+    select,     // the method's mask selection (top-k, thresholds, scores)
+    fetch,      // offloaded MLP weights read from storage (mlp_weight_source)
+    logits,     // final norm, classifier, soft-cap
+    other,      // embedding row, norms, residual adds, per-token bookkeeping
+};
+inline constexpr int stage_count = static_cast<int>(stage::other) + 1;
+const char* stage_name(stage s);  // "qkv", "attention", ... (the enumerator names)
+
+struct stage_times {
+    double seconds[stage_count] = {};
+    int64_t tokens = 0;  // tokens the timed forward passes ran (a prefill chunk of n counts n)
+
+    double total() const {
+        double t = 0;
+        for (double v : seconds) t += v;
+        return t;
+    }
+    double at(stage s) const { return seconds[static_cast<int>(s)]; }
+};
 
 class context {
 public:
@@ -91,6 +122,12 @@ public:
     // Differential-cache statistics of a fused method (all zero otherwise).
     fused_mlp_stats fused_stats() const;
 
+    // Stage timing (off by default): a steady-clock read at each stage boundary of every forward pass
+    // while on, summed into stage_timing(). Turning it on or off clears the sums. Costs ~0.1 us per
+    // stage boundary, nothing while off.
+    void set_stage_timing(bool on);
+    const stage_times& stage_timing() const { return m_stages; }
+
     // Mean density per layer over the tokens run since the last reset (dense layers report 1).
     const std::vector<layer_density>& density_sum() const { return m_density_sum; }
     int64_t density_tokens() const { return m_density_tokens; }
@@ -118,6 +155,10 @@ private:
     void attend(int32_t l, int32_t n, int32_t pos0);       // KV cache write, attention into m_att
     void add_residual(const float* post_norm, int32_t n);  // m_x += post_norm(m_proj)
     void glu(float* y, const float* gate, const float* up, int64_t n) const;
+    void lap(stage s) {
+        if (m_timing) lap_timed(s);
+    }
+    void lap_timed(stage s);
     void observe(int32_t layer, probe p, int32_t pos0, int32_t n, const float* data, int32_t width) {
         if (m_observer) m_observer->on_activation(layer, p, pos0, n, data, width);
     }
@@ -144,6 +185,9 @@ private:
     int64_t m_density_tokens = 0;
     std::vector<float> m_compact;  // output-sparse results before scattering
     std::shared_ptr<fused_mlp_state> m_fused;  // per-layer caches of a fused method (shared_ptr: incomplete type)
+    bool m_timing = false;
+    std::chrono::steady_clock::time_point m_lap;  // the last stage boundary while timing
+    stage_times m_stages;
     int32_t m_n_ctx = 0;
     int32_t m_threads = 0;
     int32_t m_batch = 0;
