@@ -17,7 +17,7 @@ void context::mlp_fused(int32_t l, const token_info& ti) {
     const int32_t hidden = m_model->hp.hidden_dim;
     const index_mask& rows = m_masks.neurons_pre;
     differential_bundle_cache& cache = m_fused->layers[static_cast<size_t>(l)];
-    cache.update(rows.idx, m_fused->stats);
+    cache.update(rows.idx, m_fused->stats, m_threads);
     // A fixed set (GRIFFIN's experts) is in the buffer after its first token: the row-major gate/up are
     // not read again before the next prompt, whose dense rows fault the pages back in (same bytes, from
     // the file; mlp_sparse clears the mark).

@@ -6,6 +6,7 @@
 #include <span>
 #include <vector>
 
+#include "anon_buffer.h"
 #include "sparselens/core/context.h"
 #include "sparselens/core/model.h"
 #include "sparselens/kernels/sparse.h"
@@ -29,7 +30,8 @@ public:
     differential_bundle_cache(const layer_weights& lw, const tensor_view& down_t, int64_t dim, int64_t hidden);
 
     // Makes the buffer hold exactly `active` (sorted, unique, in [0, hidden)). Statistics go to `stats`.
-    void update(std::span<const int32_t> active, fused_mlp_stats& stats);
+    // Large copies run on n_threads.
+    void update(std::span<const int32_t> active, fused_mlp_stats& stats, int n_threads);
 
     // y[dim] = sum over the active set of down_j * silu(gate_j . x) * (up_j . x). `glu` (optional,
     // [hidden]) receives the GLU values at the neurons' positions and 0 elsewhere.
@@ -50,7 +52,7 @@ private:
     int64_t m_dim = 0, m_hidden = 0;
     dtype m_type = dtype::f32;
     tensor_view m_down_t;            // [hidden, dim]: row j = down column j (the context's layout)
-    std::vector<uint8_t> m_compact;  // m_capacity bundles
+    anon_buffer m_compact;           // m_capacity bundles
     kernels::bundle_view m_view;     // over m_compact
     int64_t m_capacity = 0;
     std::vector<int32_t> m_slot_of;    // [hidden]: slot of each neuron, -1 when absent
@@ -60,7 +62,7 @@ private:
     uint32_t m_epoch = 0;
     std::vector<int32_t> m_run;        // sorted slots of the active set (the kernel's index list)
     std::vector<float> m_glu_compact;  // GLU per entry of m_run
-    std::vector<float> m_row;          // conversion scratch
+    std::vector<int32_t> m_enter;      // neurons entering in this update
 };
 
 // Whether every layer's bundles would be exact copies of its weights: the bundle type equals gate's, up's

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "../../core/src/anon_buffer.h"
 #include "../../core/src/mapped_file.h"
 
 namespace {
@@ -86,6 +87,50 @@ TEST(mapped_file, huge_page_copy_reports_progress_and_can_be_cancelled) {
     EXPECT_TRUE(c.cancelled());
     EXPECT_NE(c.message().find(tf.path), std::string::npos) << c.message();
     ::unsetenv("SPARSELENS_HUGE_WEIGHTS");
+}
+
+// The fused MLP's compact buffer: grows keeping its bytes (new bytes zero, from small pages to a
+// huge-page-sized mapping and within one), moves, and unmaps on reset.
+TEST(anon_buffer, grows_keeping_bytes_and_resets) {
+    sl::anon_buffer b;
+    EXPECT_EQ(b.size(), 0u);
+    EXPECT_EQ(b.data(), nullptr);
+    b.grow(1000);
+    ASSERT_NE(b.data(), nullptr);
+    EXPECT_EQ(b.size(), 1000u);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % 4096, 0u);
+    for (uint64_t i = 0; i < 1000; ++i) ASSERT_EQ(b.data()[i], 0) << i;
+    const std::vector<uint8_t> p = pattern(1000);
+    std::memcpy(b.data(), p.data(), p.size());
+    b.grow(3000);  // within the mapped page: same address
+    EXPECT_EQ(b.size(), 3000u);
+    EXPECT_EQ(0, std::memcmp(b.data(), p.data(), p.size()));
+    for (uint64_t i = 1000; i < 3000; ++i) ASSERT_EQ(b.data()[i], 0) << i;
+    const uint64_t big = (5u << 20) + 123;  // a new mapping, 2 MiB-aligned for huge pages
+    b.grow(big);
+    EXPECT_EQ(b.size(), big);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % (2u << 20), 0u);
+    EXPECT_EQ(0, std::memcmp(b.data(), p.data(), p.size()));
+    for (uint64_t i = 1000; i < big; i += 4093) ASSERT_EQ(b.data()[i], 0) << i;
+    b.data()[big - 1] = 7;
+    b.grow(10);  // never shrinks
+    EXPECT_EQ(b.size(), big);
+
+    sl::anon_buffer moved(std::move(b));
+    EXPECT_EQ(b.size(), 0u);
+    EXPECT_EQ(b.data(), nullptr);
+    EXPECT_EQ(moved.size(), big);
+    EXPECT_EQ(moved.data()[big - 1], 7);
+    sl::anon_buffer other;
+    other.grow(100);
+    other = std::move(moved);
+    EXPECT_EQ(other.size(), big);
+    EXPECT_EQ(0, std::memcmp(other.data(), p.data(), p.size()));
+    other.reset();
+    EXPECT_EQ(other.size(), 0u);
+    EXPECT_EQ(other.data(), nullptr);
+    other.grow(64);  // usable again after a reset, zeroed
+    EXPECT_EQ(other.data()[0], 0);
 }
 
 }  // namespace

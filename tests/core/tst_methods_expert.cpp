@@ -424,6 +424,60 @@ TEST(FusedMlp, DifferentialCacheCopiesOnlyEnteringNeurons) {
     }
 }
 
+// A fixed set's first token copies every expert bundle, on the context's threads when the copy is large
+// (small-512 in F32 at 50%: 768 bundles of 6 KiB, 4.7 MB a layer): the same bytes land in the same slots
+// as with one thread, so the logits are identical, and the stage timing puts the cache and kernel in
+// the fused stage.
+TEST(FusedMlp, ExpertCopiesOnSeveralThreadsMatchOneThread) {
+    sl::synthetic_params p = sl::synthetic_default_params();
+    p.shape = "small-512";
+    p.type = sl::dtype::f32;
+    p.path = (std::filesystem::temp_directory_path() / ("sparselens_expert_mt_" + std::to_string(::getpid()) + ".gguf"))
+                 .string();
+    ASSERT_TRUE(sl::synthetic_write(p).ok());
+    auto m = sl::model_load(p.path);
+    std::filesystem::remove(p.path);
+    ASSERT_TRUE(m.ok()) << m.message();
+    sl::method_config c = sl::method_default_config();
+    c.name = "griffin";
+    c.density = 0.5f;
+    std::vector<int32_t> prompt(12);
+    for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>(3 + 37 * i % 1000);
+    std::vector<std::vector<float>> logits;
+    for (int threads : {1, 2}) {
+        auto meth = sl::make_method(c, *m, nullptr);
+        ASSERT_TRUE(meth.ok()) << meth.message();
+        sl::context_params cp = sl::context_default_params();
+        cp.n_threads = threads;
+        cp.n_ctx = 32;
+        auto ctx = sl::context::create(*m, cp);
+        ASSERT_TRUE(ctx.ok());
+        ctx->set_method(meth->get());
+        std::vector<float> out;
+        for (int round = 0; round < 2; ++round) {  // the second prompt clears and refills the buffer
+            const float* lg = ctx->prefill(prompt, 0);
+            ctx->set_stage_timing(true);
+            for (int32_t pos = 12; pos < 16; ++pos) {
+                out.insert(out.end(), lg, lg + m->hp.vocab_size);
+                lg = ctx->decode(5 + pos, pos);
+            }
+            out.insert(out.end(), lg, lg + m->hp.vocab_size);
+            const sl::stage_times& st = ctx->stage_timing();
+            EXPECT_EQ(st.tokens, 4);
+            EXPECT_GT(st.at(sl::stage::mlp_fused), 0.0);
+            EXPECT_EQ(st.at(sl::stage::mlp_in), 0.0) << "every decoded token's MLP ran fused";
+            EXPECT_EQ(st.at(sl::stage::down), 0.0);
+            EXPECT_GT(st.at(sl::stage::qkv), 0.0);
+            ctx->set_stage_timing(false);
+        }
+        const sl::fused_mlp_stats fs = ctx->fused_stats();
+        EXPECT_EQ(fs.bytes_copied, 2u * 4 * 768 * 3 * 512 * 4) << "each prompt's first token copies 768 bundles a layer";
+        logits.push_back(std::move(out));
+    }
+    ASSERT_EQ(logits[0].size(), logits[1].size());
+    EXPECT_EQ(0, std::memcmp(logits[0].data(), logits[1].data(), logits[0].size() * sizeof(float)));
+}
+
 // ---- FFSplit ----------------------------------------------------------------------------------------
 
 sl::ffsplit_model split(const std::string& mode, float heavy, float density, int32_t rank = -1) {
