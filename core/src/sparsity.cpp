@@ -32,11 +32,12 @@ namespace {
 // An unsigned key whose order is the scores' order (larger score, larger key), with -0 equal to +0 and
 // every NaN equal and below everything, as top_k_indices ranks them.
 inline uint32_t rank_key(float f) {
-    if (std::isnan(f)) return 0;
+    const bool nan = std::isnan(f);
     f += 0.0f;  // -0 -> +0
     uint32_t u;
     std::memcpy(&u, &f, 4);
-    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+    const uint32_t key = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+    return nan ? 0u : key;  // a select, not a branch
 }
 
 }  // namespace
@@ -65,9 +66,25 @@ void top_k_indices(std::span<const float> scores, int64_t k, std::vector<int32_t
     thread_local std::vector<uint32_t> hist;
     keys.resize(static_cast<size_t>(n));
     cand.resize(static_cast<size_t>(n));
-    hist.assign(size_t{1} << k_bucket_bits, 0u);
-    for (int64_t i = 0; i < n; ++i) keys[static_cast<size_t>(i)] = rank_key(scores[static_cast<size_t>(i)]);
-    for (const uint32_t key : keys) ++hist[key >> k_shift];
+    hist.assign(size_t{2} << k_bucket_bits, 0u);
+    // Keys and their histogram in one pass; two histograms for alternate scores, so that neighbours in
+    // one bucket do not wait on each other's increment (store-to-load forwarding), summed after.
+    uint32_t* h0 = hist.data();
+    uint32_t* h1 = hist.data() + (size_t{1} << k_bucket_bits);
+    int64_t i = 0;
+    for (; i + 2 <= n; i += 2) {
+        const uint32_t a = rank_key(scores[static_cast<size_t>(i)]), c = rank_key(scores[static_cast<size_t>(i + 1)]);
+        keys[static_cast<size_t>(i)] = a;
+        keys[static_cast<size_t>(i + 1)] = c;
+        ++h0[a >> k_shift];
+        ++h1[c >> k_shift];
+    }
+    for (; i < n; ++i) {
+        const uint32_t a = rank_key(scores[static_cast<size_t>(i)]);
+        keys[static_cast<size_t>(i)] = a;
+        ++h0[a >> k_shift];
+    }
+    for (size_t j = 0; j < (size_t{1} << k_bucket_bits); ++j) h0[j] += h1[j];
     int64_t above = 0;  // keys in buckets above b
     uint32_t b = (1u << k_bucket_bits) - 1;
     while (above + static_cast<int64_t>(hist[b]) < k) above += hist[b--];
@@ -79,17 +96,27 @@ void top_k_indices(std::span<const float> scores, int64_t k, std::vector<int32_t
     const int64_t need = k - above;  // 1 .. hist[b]
     std::nth_element(cand.begin(), cand.begin() + (need - 1), cand.begin() + nc, std::greater<>());
     const uint32_t kth = cand[static_cast<size_t>(need - 1)];
-    int64_t above_kth = above;
-    for (int64_t c = 0; c < nc; ++c) above_kth += cand[static_cast<size_t>(c)] > kth ? 1 : 0;
+    int64_t above_kth = above, equal = 0;
+    for (int64_t c = 0; c < nc; ++c) {
+        above_kth += cand[static_cast<size_t>(c)] > kth ? 1 : 0;
+        equal += cand[static_cast<size_t>(c)] == kth ? 1 : 0;
+    }
     int64_t ties = k - above_kth;  // how many keys equal to the k-th one are taken, lowest index first
     out.resize(static_cast<size_t>(n));
     int32_t* o = out.data();
-    for (int64_t i = 0; i < n; ++i) {
-        const uint32_t key = keys[static_cast<size_t>(i)];
-        const int64_t tie = key == kth && ties > 0 ? 1 : 0;
-        ties -= tie;
-        *o = static_cast<int32_t>(i);
-        o += (key > kth ? 1 : 0) | tie;
+    if (ties == equal) {  // every key equal to the k-th is taken (distinct scores): no tie count to carry
+        for (int64_t i = 0; i < n; ++i) {
+            *o = static_cast<int32_t>(i);
+            o += keys[static_cast<size_t>(i)] >= kth ? 1 : 0;
+        }
+    } else {
+        for (int64_t i = 0; i < n; ++i) {
+            const uint32_t key = keys[static_cast<size_t>(i)];
+            const int64_t tie = key == kth && ties > 0 ? 1 : 0;
+            ties -= tie;
+            *o = static_cast<int32_t>(i);
+            o += (key > kth ? 1 : 0) | tie;
+        }
     }
     out.resize(static_cast<size_t>(k));
 }
