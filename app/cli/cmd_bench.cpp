@@ -198,9 +198,7 @@ decode_timing time_decode(context& ctx, const std::vector<int32_t>& prompt, cons
             tok = static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);
         }
         bytes = ctx.method() ? read_bytes_per_token(ctx) : static_cast<double>(ctx.decode_weight_bytes());
-        const stage_times& st = ctx.stage_timing();
-        for (int s = 0; s < stage_count; ++s) stages.seconds[s] += st.seconds[s];
-        stages.tokens += st.tokens;
+        stages += ctx.stage_timing();
         ctx.set_stage_timing(false);
     }
     double first = 0.0;

@@ -18,17 +18,21 @@ namespace {
 using clock_type = std::chrono::steady_clock;
 
 // Runs one window: prefill the first half, decode the rest; calls on_scored(j, logits) for scored j.
+// The decoded tokens' stage times are added to `stages`.
 template <class F>
-double run_window(context& ctx, const int32_t* window, int32_t n_ctx, F&& on_scored) {
+double run_window(context& ctx, const int32_t* window, int32_t n_ctx, stage_times& stages, F&& on_scored) {
     const int32_t first = n_ctx / 2;
     ctx.prefill({window, static_cast<size_t>(first)}, 0);
     double decode_seconds = 0.0;
+    ctx.set_stage_timing(true);
     for (int32_t j = first; j < n_ctx - 1; ++j) {
         const auto t0 = clock_type::now();
         const float* logits = ctx.decode(window[j], j);
         decode_seconds += std::chrono::duration<double>(clock_type::now() - t0).count();
         on_scored(j, logits);
     }
+    stages += ctx.stage_timing();
+    ctx.set_stage_timing(false);
     return decode_seconds;
 }
 
@@ -61,7 +65,7 @@ result<dense_reference> eval_dense_reference(context& ctx, std::span<const int32
     for (int64_t w = 0; w < n_windows; ++w) {
         const int32_t* window = ref.tokens.data() + w * n_ctx;
         float* out = ref.logprobs.data() + static_cast<size_t>(w) * ref.scored_per_window() * vocab;
-        const double ws = run_window(ctx, window, n_ctx, [&](int32_t j, const float* logits) {
+        const double ws = run_window(ctx, window, n_ctx, ref.stages, [&](int32_t j, const float* logits) {
             float* lp = out + static_cast<size_t>(j - ref.first_scored()) * vocab;
             log_softmax(logits, ref.vocab, lp);
             const int32_t target = tokens[static_cast<size_t>(w * n_ctx + j + 1)];
@@ -95,11 +99,12 @@ result<eval_result> eval_method(context& ctx, const dense_reference& ref, sparsi
     double nll = 0.0, seconds = 0.0;
     int64_t agree = 0;
     std::vector<double> ratios;
+    stage_times stages;
     for (int32_t w = 0; w < ref.n_windows; ++w) {
         if (residency) residency->reset();
         const int32_t* window = ref.tokens.data() + static_cast<size_t>(w) * n_ctx;
         const float* dense_lp = ref.logprobs.data() + static_cast<size_t>(w) * ref.scored_per_window() * vocab;
-        const double ws = run_window(ctx, window, n_ctx, [&](int32_t j, const float* logits) {
+        const double ws = run_window(ctx, window, n_ctx, stages, [&](int32_t j, const float* logits) {
             log_softmax(logits, ref.vocab, lp.data());
             const float* d = dense_lp + static_cast<size_t>(j - ref.first_scored()) * vocab;
             klds.push_back(kl_divergence(d, lp.data(), ref.vocab));
@@ -145,9 +150,12 @@ result<eval_result> eval_method(context& ctx, const dense_reference& ref, sparsi
     r.attn_density = attn / static_cast<double>(r.per_layer.size());
     r.decode_tokens_per_second = seconds > 0 ? static_cast<double>(r.n_scored) / seconds : 0.0;
     r.dense_decode_tokens_per_second = ref.decode_tokens_per_second;
+    r.stages = stages;
+    r.dense_stages = ref.stages;
     if (method.name() == "dense") {
         // The same computation as the reference: one measurement, shown as the baseline it is.
         r.decode_tokens_per_second = ref.decode_tokens_per_second;
+        r.stages = ref.stages;
         ratios.assign(1, 1.0);
     }
     if (!ratios.empty()) {

@@ -123,6 +123,28 @@ TEST(Methods, TopKMethodsHitTheirDensityExactly) {
     EXPECT_GT(r->kld_mean, 0.0);
     EXPECT_LT(r->top1_agreement, 1.0 + 1e-12);
 
+    // Stage times of the decoded (scored) tokens: dense never selects, DIP does; neither runs the fused
+    // stage; the stages of a token add up to its forward pass, inside the timed decode call.
+    const int64_t decoded = int64_t{ep.max_windows} * ref->scored_per_window();
+    EXPECT_EQ(ref->stages.tokens, decoded);
+    EXPECT_EQ(r->stages.tokens, decoded);
+    EXPECT_EQ(r->dense_stages.tokens, decoded);
+    EXPECT_EQ(r->dense_stages.total(), ref->stages.total());
+    EXPECT_EQ(ref->stages.at(sl::stage::select), 0.0);
+    EXPECT_GT(r->stages.at(sl::stage::select), 0.0);
+    for (const sl::stage_times* st : {&ref->stages, &r->stages}) {
+        for (sl::stage s : {sl::stage::qkv, sl::stage::attention, sl::stage::o, sl::stage::mlp_in, sl::stage::glu,
+                            sl::stage::down, sl::stage::logits, sl::stage::other})
+            EXPECT_GT(st->at(s), 0.0) << sl::stage_name(s);
+        EXPECT_EQ(st->at(sl::stage::mlp_fused), 0.0);
+        EXPECT_EQ(st->at(sl::stage::fetch), 0.0);
+    }
+    double window_s = 0;
+    for (double w : ref->window_seconds) window_s += w;
+    EXPECT_LE(ref->stages.total(), window_s);
+    EXPECT_STREQ(sl::stage_name(sl::stage::mlp_fused), "mlp_fused");
+    EXPECT_STREQ(sl::stage_name(static_cast<sl::stage>(sl::stage_count)), "?");
+
     for (const char* name : {"glu", "gate", "up"}) {
         auto m = make(name, 0.8f);
         auto e = sl::eval_method(*ctx, *ref, *m, nullptr, ep);

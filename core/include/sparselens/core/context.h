@@ -74,6 +74,11 @@ struct stage_times {
         return t;
     }
     double at(stage s) const { return seconds[static_cast<int>(s)]; }
+    stage_times& operator+=(const stage_times& o) {
+        for (int i = 0; i < stage_count; ++i) seconds[i] += o.seconds[i];
+        tokens += o.tokens;
+        return *this;
+    }
 };
 
 class context {

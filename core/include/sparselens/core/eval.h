@@ -37,6 +37,7 @@ struct dense_reference {
     double ppl = 0.0;
     double decode_tokens_per_second = 0.0;
     std::vector<double> window_seconds;  // decode time of each window (for per-window speed ratios)
+    stage_times stages;                  // where the decoded tokens' time went (context::set_stage_timing)
     int32_t first_scored() const { return n_ctx / 2; }
     int32_t scored_per_window() const { return n_ctx - 1 - first_scored(); }
 };
@@ -57,6 +58,9 @@ struct eval_result {
     // reference's single measurement and its ratio exactly 1.
     double speed_ratio_median = 0.0, speed_ratio_p25 = 0.0, speed_ratio_p75 = 0.0;
     int64_t n_scored = 0;
+    // Decode time by stage of the forward pass, summed over the decoded (scored) tokens: the method's
+    // and the dense reference's (the dense method's are the reference's, as its speed is).
+    stage_times stages, dense_stages;
 };
 
 // Runs the dense model (through the per-token path, so full-density methods compare bit for bit).
