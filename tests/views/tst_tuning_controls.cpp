@@ -2,11 +2,13 @@
 // compression are enabled for the methods that read them, round-trip through method_config, request
 // evaluations like the other sliders, and the Neurons chart marks the pinned set.
 #include "sparselens/views/neurons_panel.h"
+#include "sparselens/views/stage_bars.h"
 #include "sparselens/views/tuning_panel.h"
 
 #include <QComboBox>
 #include <QDir>
 #include <QFile>
+#include <QImage>
 #include <QLabel>
 #include <QLocale>
 #include <QLineSeries>
@@ -217,6 +219,61 @@ private slots:
         QCOMPARE(t.readout(QStringLiteral("cpu_ratio")), QStringLiteral("×0.80 (0.70–0.90) slower"));
         QCOMPARE(t.readout(QStringLiteral("dppl")), QStringLiteral("+3082.0 (4.000 → 3086.0)"));
         QCOMPARE(t.readout(QStringLiteral("hit")), QStringLiteral("49.0%"));
+    }
+
+    // "CPU time per token": the eval's stage times as ms per token per group, dense above the method;
+    // the dense method shows one bar (the baseline); the tooltip lists every stage.
+    void stageBarsShowWhereTheTimeGoes() {
+        TuningPanel t;
+        StageBars* b = t.stageBars();
+        QVERIFY(b);
+        QCOMPARE(b->totalMs(false), 0.0);
+        auto r = std::make_shared<tuning_result>();
+        r->config = named("dip");
+        r->eval.ppl = r->eval.ppl_dense = 4;
+        sl::stage_times d, m;
+        d.tokens = m.tokens = 10;
+        d.seconds[int(sl::stage::qkv)] = 0.010;     // 1 ms per token
+        d.seconds[int(sl::stage::o)] = 0.005;       // 0.5
+        d.seconds[int(sl::stage::mlp_in)] = 0.040;  // 4
+        d.seconds[int(sl::stage::down)] = 0.020;    // 2
+        d.seconds[int(sl::stage::logits)] = 0.003;  // 0.3
+        m = d;
+        m.seconds[int(sl::stage::mlp_in)] = 0.025;
+        m.seconds[int(sl::stage::down)] = 0.012;
+        m.seconds[int(sl::stage::select)] = 0.004;
+        r->eval.dense_stages = d;
+        r->eval.stages = m;
+        t.showResult(r);
+        const auto group = [](const char* label) {
+            const auto& g = StageBars::groups();
+            for (int i = 0; i < g.size(); ++i)
+                if (g[i].label == QLatin1String(label)) return i;
+            return -1;
+        };
+        QVERIFY(b->hasMethod());
+        QCOMPARE(b->groupMs(false, group("attention weights")), 1.5);
+        QCOMPARE(b->groupMs(false, group("MLP weights")), 6.0);
+        QCOMPARE(b->groupMs(true, group("MLP weights")), 3.7);
+        QCOMPARE(b->groupMs(false, group("selection")), 0.0);
+        QCOMPARE(b->groupMs(true, group("selection")), 0.4);
+        QCOMPARE(b->totalMs(false), 7.8);
+        QVERIFY(std::abs(b->totalMs(true) - 5.9) < 1e-9);
+        QVERIFY2(b->toolTip().contains(QStringLiteral("mlp_in")) && b->toolTip().contains(QStringLiteral("select")),
+                 qPrintable(b->toolTip()));
+        QVERIFY(b->toolTip().contains(QStringLiteral("dip ms")));
+        QVERIFY(b->heightForWidth(120) > b->heightForWidth(800));  // the legend wraps when narrow
+        b->resize(300, b->heightForWidth(300));
+        QImage img(b->size(), QImage::Format_ARGB32);
+        img.fill(Qt::white);
+        b->render(&img);  // paints both bars without a window
+
+        r = std::make_shared<tuning_result>(*r);
+        r->config = named("dense");
+        t.showResult(r);
+        QVERIFY(!b->hasMethod());
+        QCOMPARE(b->totalMs(true), 0.0);
+        QCOMPARE(b->totalMs(false), 7.8);
     }
 
     void neuronsChartMarksThePinnedSet() {

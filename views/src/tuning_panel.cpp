@@ -25,6 +25,7 @@
 #include "sparselens/sim/memory_map.h"
 #include "sparselens/sim/shape.h"
 #include "sparselens/views/model_panel.h"
+#include "sparselens/views/stage_bars.h"
 
 namespace sl::views {
 
@@ -232,14 +233,21 @@ TuningPanel::TuningPanel(QWidget* parent) : QWidget(parent) {
         rg->addWidget(value, i, 1);
         m_readouts.insert(rows[i].first, value);
     }
+    const int n = int(rows.size());
+    auto* stagesName = new QLabel(tr("CPU time per token"), this);
+    stagesName->setToolTip(tr("Where a decoded token's time goes on this CPU, dense above the method: hover the "
+                              "bars for every stage in ms"));
+    rg->addWidget(stagesName, n, 0, 1, 2);
+    m_stages = new StageBars(this);
+    rg->addWidget(m_stages, n + 1, 0, 1, 2);
     m_status = new QLabel(this);
     m_status->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
     m_status->setToolTip(tr("Full results use 8 windows of the text; while a slider moves, 2 (partial)"));
-    rg->addWidget(m_status, int(rows.size()), 0, 1, 2);
+    rg->addWidget(m_status, n + 2, 0, 1, 2);
     m_save = new QPushButton(tr("Save run"), this);
     m_save->setToolTip(tr("Record this result (method, device and metrics) as a run of the session (Ctrl+S)"));
     m_save->setEnabled(false);
-    rg->addWidget(m_save, int(rows.size()) + 1, 0, 1, 2);
+    rg->addWidget(m_save, n + 3, 0, 1, 2);
     connect(m_save, &QPushButton::clicked, this, &TuningPanel::saveRunRequested);
 
     auto* v = new QVBoxLayout(this);
@@ -661,6 +669,7 @@ void TuningPanel::showResult(std::shared_ptr<const tuning_result> r) {
     ratio("cpu_ratio", cpuRatio,
           perWindow ? tr(" (%1–%2)").arg(e.speed_ratio_p25, 0, 'f', 2).arg(e.speed_ratio_p75, 0, 'f', 2) : QString());
     ratio("sim_ratio", r->sim_dense_tokens_per_s > 0 ? r->sim_tokens_per_s / r->sim_dense_tokens_per_s : 0.0, QString());
+    m_stages->setTimes(e.dense_stages, e.stages, QString::fromStdString(r->config.name), dense);
     set("hit", dense ? tr("– (dense reads every weight)") : QStringLiteral("%1%").arg(100 * r->sim_hit_rate, 0, 'f', 1));
     m_status->setText(tr("%1 · %2 · %3 scored tokens · %4 ms")
                           .arg(QString::fromStdString(r->config.name),

@@ -23,6 +23,8 @@ class QSpinBox;
 namespace sl::views {
 
 // A slider that draws a labelled marker at one value (the model's size on the DRAM budget slider).
+class StageBars;
+
 class MarkedSlider : public QSlider {
     Q_OBJECT
 public:
@@ -71,6 +73,7 @@ public:
     QSlider* densitySlider() const { return m_density; }
     MarkedSlider* dramSlider() const { return m_dram; }
     QPushButton* saveRunButton() const { return m_save; }
+    StageBars* stageBars() const { return m_stages; }
     // The method-parameter controls (tests): pinning share, attention density, rank, FFSplit split and
     // compression. Each is enabled only for the methods that read it.
     QSlider* pinSlider() const { return m_pin; }
@@ -114,6 +117,7 @@ private:
     QLabel *m_dramLabel = nullptr, *m_evalText = nullptr, *m_calib = nullptr, *m_status = nullptr;
     QPushButton *m_chooseText = nullptr, *m_resetText = nullptr, *m_save = nullptr;
     QMap<QString, QLabel*> m_readouts;
+    StageBars* m_stages = nullptr;
 
     std::shared_ptr<const model_card> m_card;
     std::shared_ptr<const tuning_result> m_last;

@@ -1,0 +1,57 @@
+// "Time per token": where a decoded token's time goes, dense beside the method, as two stacked bars of
+// the forward pass's stages (context::set_stage_timing), grouped so the dock stays readable.
+#pragma once
+
+#include <QColor>
+#include <QString>
+#include <QVector>
+#include <QWidget>
+
+#include "sparselens/core/context.h"
+
+namespace sl::views {
+
+class StageBars : public QWidget {
+    Q_OBJECT
+public:
+    // The groups the bars show (every stage belongs to one; the tooltip lists the stages themselves).
+    struct Group {
+        QString label;
+        QColor color;
+        QVector<stage> stages;
+    };
+    static const QVector<Group>& groups();
+
+    explicit StageBars(QWidget* parent = nullptr);
+
+    // Mean ms per token of each group, from summed stage times (no tokens: empty bars). The method bar
+    // is hidden when `dense_only` (the dense method: one measurement, the baseline).
+    void setTimes(const stage_times& dense, const stage_times& method, const QString& method_name, bool dense_only);
+    void clear();
+
+    // ms per token of group g (groups() order) in the dense or the method bar; 0 when empty.
+    double groupMs(bool method, int g) const;
+    double totalMs(bool method) const;
+    bool hasMethod() const { return m_hasMethod; }
+
+    QSize sizeHint() const override;
+    QSize minimumSizeHint() const override;
+    bool hasHeightForWidth() const override { return true; }
+    int heightForWidth(int w) const override;  // the legend wraps onto more rows when narrow
+
+protected:
+    void paintEvent(QPaintEvent*) override;
+
+private:
+    QString tooltipText() const;
+    // Lays the legend out for width w: calls place(group, x, row) for each shown group; returns the rows.
+    template <class F>
+    int layoutLegend(int w, F&& place) const;
+
+    QVector<double> m_dense, m_method;  // ms per token per group
+    stage_times m_denseRaw, m_methodRaw;
+    QString m_methodName;
+    bool m_hasMethod = false;
+};
+
+}  // namespace sl::views

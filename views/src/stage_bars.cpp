@@ -1,0 +1,173 @@
+#include "sparselens/views/stage_bars.h"
+
+#include <QFontMetrics>
+#include <QPainter>
+
+#include <algorithm>
+
+namespace sl::views {
+
+namespace {
+
+double ms_per_token(const stage_times& t, stage s) {
+    return t.tokens > 0 ? 1e3 * t.at(s) / static_cast<double>(t.tokens) : 0.0;
+}
+
+constexpr int k_bar_height = 14, k_gap = 4, k_swatch = 10;
+
+}  // namespace
+
+const QVector<StageBars::Group>& StageBars::groups() {
+    static const QVector<Group> g = {
+        {QObject::tr("attention weights"), QColor(0x42, 0x85, 0xf4), {stage::qkv, stage::o}},
+        {QObject::tr("attention"), QColor(0x9c, 0xc3, 0xf9), {stage::attention}},
+        {QObject::tr("MLP weights"), QColor(0xef, 0x6c, 0x00), {stage::mlp_in, stage::down, stage::mlp_fused}},
+        {QObject::tr("selection"), QColor(0xc6, 0x28, 0x28), {stage::select}},
+        {QObject::tr("flash reads"), QColor(0x6a, 0x1b, 0x9a), {stage::fetch}},
+        {QObject::tr("logits"), QColor(0x2e, 0x7d, 0x32), {stage::logits}},
+        {QObject::tr("GLU, norms, other"), QColor(0x9e, 0x9e, 0x9e), {stage::glu, stage::other}},
+    };
+    return g;
+}
+
+StageBars::StageBars(QWidget* parent) : QWidget(parent) {
+    setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Fixed);
+    clear();
+}
+
+void StageBars::clear() {
+    m_dense = m_method = QVector<double>(groups().size(), 0.0);
+    m_denseRaw = m_methodRaw = {};
+    m_hasMethod = false;
+    setToolTip(tr("Where a decoded token's time goes, measured on this CPU: appears with the first result"));
+    update();
+}
+
+void StageBars::setTimes(const stage_times& dense, const stage_times& method, const QString& method_name,
+                         bool dense_only) {
+    m_denseRaw = dense;
+    m_methodRaw = method;
+    m_methodName = method_name;
+    m_hasMethod = !dense_only && method.tokens > 0;
+    for (int g = 0; g < groups().size(); ++g) {
+        m_dense[g] = m_method[g] = 0.0;
+        for (stage s : groups()[g].stages) {
+            m_dense[g] += ms_per_token(dense, s);
+            m_method[g] += m_hasMethod ? ms_per_token(method, s) : 0.0;
+        }
+    }
+    setToolTip(tooltipText());
+    updateGeometry();  // the legend's rows follow the groups shown
+    update();
+}
+
+double StageBars::groupMs(bool method, int g) const {
+    const QVector<double>& v = method ? m_method : m_dense;
+    return g >= 0 && g < v.size() ? v[g] : 0.0;
+}
+
+double StageBars::totalMs(bool method) const {
+    const QVector<double>& v = method ? m_method : m_dense;
+    double t = 0.0;
+    for (double x : v) t += x;
+    return t;
+}
+
+QString StageBars::tooltipText() const {
+    QString s = tr("<b>Decode time per token by stage</b> (means over the evaluation's decoded tokens; the "
+                   "stages of a token add up to it)<table cellspacing=0 cellpadding=1>");
+    s += QStringLiteral("<tr><td></td><td align=right>&nbsp;dense ms</td>");
+    if (m_hasMethod) s += QStringLiteral("<td align=right>&nbsp;%1 ms</td>").arg(m_methodName.toHtmlEscaped());
+    s += QStringLiteral("</tr>");
+    for (int i = 0; i < stage_count; ++i) {
+        const auto st = static_cast<stage>(i);
+        const double d = ms_per_token(m_denseRaw, st), m = m_hasMethod ? ms_per_token(m_methodRaw, st) : 0.0;
+        if (d <= 0 && m <= 0) continue;
+        s += QStringLiteral("<tr><td>%1</td><td align=right>%2</td>").arg(QString::fromUtf8(stage_name(st)))
+                 .arg(d, 0, 'f', 3);
+        if (m_hasMethod) s += QStringLiteral("<td align=right>%1</td>").arg(m, 0, 'f', 3);
+        s += QStringLiteral("</tr>");
+    }
+    s += QStringLiteral("<tr><td><b>total</b></td><td align=right><b>%1</b></td>").arg(totalMs(false), 0, 'f', 3);
+    if (m_hasMethod) s += QStringLiteral("<td align=right><b>%1</b></td>").arg(totalMs(true), 0, 'f', 3);
+    s += QStringLiteral("</tr></table>");
+    s += tr("Weight stages stream the model's matrices; a sparse method should shrink them by the share it "
+            "skips. Selection is the method's own cost. `sparselens bench --stages` prints the same split "
+            "with GB/s per stage.");
+    return s;
+}
+
+template <class F>
+int StageBars::layoutLegend(int w, F&& place) const {
+    const QFontMetrics fm(font());
+    int x = 0, row = 0, shown = 0;
+    for (int g = 0; g < groups().size(); ++g) {
+        if (m_dense[g] <= 0 && m_method[g] <= 0) continue;
+        const int gw = k_swatch + 4 + fm.horizontalAdvance(groups()[g].label) + 10;
+        if (x > 0 && x + gw > w) {
+            x = 0;
+            ++row;
+        }
+        place(g, x, row);
+        x += gw;
+        ++shown;
+    }
+    return shown > 0 ? row + 1 : 0;
+}
+
+int StageBars::heightForWidth(int w) const {
+    const QFontMetrics fm(font());
+    const int rows = std::max(1, layoutLegend(w, [](int, int, int) {}));
+    return 2 * (k_bar_height + k_gap) + rows * (fm.height() + 2) + 2;
+}
+
+QSize StageBars::sizeHint() const { return {240, heightForWidth(240)}; }
+
+QSize StageBars::minimumSizeHint() const { return {120, heightForWidth(width() > 0 ? width() : 240)}; }
+
+void StageBars::paintEvent(QPaintEvent*) {
+    QPainter p(this);
+    p.setRenderHint(QPainter::Antialiasing, false);
+    const QFontMetrics fm(font());
+    const QString dl = tr("dense"), ml = m_hasMethod ? m_methodName : QString();
+    const int labelW = std::max(fm.horizontalAdvance(dl), fm.horizontalAdvance(ml)) + 6;
+    const QString dt = QStringLiteral("%1 ms").arg(totalMs(false), 0, 'f', 2);
+    const QString mt = QStringLiteral("%1 ms").arg(totalMs(true), 0, 'f', 2);
+    const int valueW = std::max(fm.horizontalAdvance(dt), fm.horizontalAdvance(mt)) + 6;
+    const int barW = std::max(10, width() - labelW - valueW);
+    // One scale for both bars: the longer one fills the width, so lengths compare directly.
+    const double scale = std::max(totalMs(false), totalMs(true));
+    auto bar = [&](int y, const QString& label, const QVector<double>& v, double total, const QString& text) {
+        p.setPen(palette().color(QPalette::WindowText));
+        p.drawText(QRect(0, y, labelW, k_bar_height), Qt::AlignLeft | Qt::AlignVCenter, label);
+        if (scale > 0) {
+            double x = labelW;
+            for (int g = 0; g < v.size(); ++g) {
+                const double w = v[g] / scale * barW;
+                if (w <= 0) continue;
+                p.fillRect(QRectF(x, y, w, k_bar_height), groups()[g].color);
+                x += w;
+            }
+            p.setPen(palette().color(QPalette::WindowText));
+            p.drawText(QRect(labelW + static_cast<int>(total / scale * barW) + 4, y, valueW, k_bar_height),
+                       Qt::AlignLeft | Qt::AlignVCenter, text);
+        } else {
+            p.setPen(palette().color(QPalette::Mid));
+            p.drawRect(QRect(labelW, y, barW - 1, k_bar_height - 1));
+        }
+    };
+    bar(0, dl, m_dense, totalMs(false), dt);
+    if (m_hasMethod) bar(k_bar_height + k_gap, ml, m_method, totalMs(true), mt);
+    // Legend: the groups either bar uses, wrapping onto more rows when narrow.
+    const int top = 2 * (k_bar_height + k_gap);
+    layoutLegend(width(), [&](int g, int x, int row) {
+        const int y = top + row * (fm.height() + 2);
+        const int cy = y + (fm.height() - k_swatch) / 2;
+        p.fillRect(QRect(x, cy, k_swatch, k_swatch), groups()[g].color);
+        p.setPen(palette().color(QPalette::WindowText));
+        p.drawText(QRect(x + k_swatch + 4, y, width() - x - k_swatch - 4, fm.height()), Qt::AlignLeft | Qt::AlignVCenter,
+                   groups()[g].label);
+    });
+}
+
+}  // namespace sl::views
