@@ -501,17 +501,18 @@ void fused_sparse_mlp(const bundle_view& b, const float* x, const int32_t* idx, 
         float* tmp = acc + padded(dim);
         if (k1 == k0) std::fill(acc, acc + dim, 0.0f);
         // GLU values of active neurons k .. k + n - 1 (n <= k_sum_block) into a, and to glu_out when asked:
-        // their gate and up rows in one gather (rows g0, u0, g1, u1, ...; each prefetching the next
-        // neuron's same row), then kernels::swiglu once over them (the dense path's function, so the values
-        // equal it). One gather of 2 rows per neuron paid the gather's per-call setup each time.
-        auto glus = [&](int64_t k, int n, float* a) {
+        // their gate and up rows in one gather (rows g0, u0, g1, u1, ...; each prefetching the same row of
+        // the neuron `lead` places further on), then kernels::swiglu once over them (the dense path's
+        // function, so the values equal it). One gather of 2 rows per neuron paid the gather's per-call
+        // setup each time.
+        auto glus = [&](int64_t k, int n, float* a, int64_t lead) {
             float gu[2 * k_sum_block], g[k_sum_block], u[k_sum_block];
             if (dots) {
                 const uint8_t* rows[2 * k_sum_block];
                 const uint8_t* ahead[2 * k_sum_block];
                 for (int i = 0; i < n; ++i) {
                     const uint8_t* bundle = b.bundle(idx[k + i]);
-                    const uint8_t* next = k + i + 1 < k1 ? b.bundle(idx[k + i + 1]) : nullptr;
+                    const uint8_t* next = k + i + lead < k1 ? b.bundle(idx[k + i + lead]) : nullptr;
                     rows[2 * i] = bundle;
                     rows[2 * i + 1] = bundle + part;
                     ahead[2 * i] = next;
@@ -530,18 +531,21 @@ void fused_sparse_mlp(const bundle_view& b, const float* x, const int32_t* idx, 
         };
         for (int64_t b0 = k0; b0 < k1; b0 += k_sum_block) {
             const int64_t b1 = std::min(k1, b0 + k_sum_block);
-            if (chunk) {  // the block's down columns as one integer-dot chunk, the next block's prefetched
+            if (chunk) {  // the block's down columns as one integer-dot chunk
                 float a[k_sum_block];
                 const uint8_t* down[k_sum_block];
-                const uint8_t* pf[3 * k_sum_block];
-                glus(b0, static_cast<int>(b1 - b0), a);
+                const uint8_t* pf[k_sum_block];
+                // The next block is fetched while this one computes, each part by the pass that takes as
+                // long as its bytes: the gate/up dots fetch the next block's gate/up rows (each paced
+                // along the row it computes), the chunk its down columns. When the chunk fetched the
+                // next block's whole bundles, 110 KB (Q4_0, dim 2048) were asked for within the chunk's
+                // third of the time, the core stalled on the prefetches it could not issue, and the
+                // dots then ran from L2 with memory idle: 2048x8192 Q4_0 at d = 1, 2 threads, 1.08 ->
+                // 0.88 ms (26 -> 32 GB/s); 4096x14336 d = 0.5: Q4_0 2.10 -> 1.42 ms, Q8_0 3.33 -> 2.38.
+                glus(b0, static_cast<int>(b1 - b0), a, k_sum_block);
                 for (int64_t k = b0; k < b1; ++k) down[k - b0] = b.bundle(idx[k]) + 2 * part;
-                // The next block's whole bundles (gate, up, down) go to L2 while this chunk runs: with only
-                // the down columns prefetched the gate/up dots waited on memory (d = 1, 4096x14336 Q4_0,
-                // one thread: 0.78-0.84x of the dense MLP; whole bundles 1.01-1.04x, at load ~6).
                 int n_pf = 0;
-                for (int64_t k = b1; k < std::min(k1, b1 + k_sum_block); ++k)
-                    for (int p = 0; p < 3; ++p) pf[n_pf++] = b.bundle(idx[k]) + p * part;
+                for (int64_t k = b1; k < std::min(k1, b1 + k_sum_block); ++k) pf[n_pf++] = b.bundle(idx[k]) + 2 * part;
                 chunk(acc, b0 == k0, static_cast<int>(b1 - b0), down, a, dim, pf, n_pf);
                 continue;
             }
@@ -551,7 +555,7 @@ void fused_sparse_mlp(const bundle_view& b, const float* x, const int32_t* idx, 
                 float a[k_axpy_rows];
                 const uint8_t* down[k_axpy_rows];
                 const uint8_t* pf[k_axpy_rows];
-                glus(k, g, a);
+                glus(k, g, a, 1);
                 for (int i = 0; i < g; ++i) down[i] = b.bundle(idx[k + i]) + 2 * part;
                 // While the down columns stream, fetch the next group's down columns.
                 const bool next = k + g < k1;

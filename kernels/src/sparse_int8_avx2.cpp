@@ -322,8 +322,9 @@ void chunk_run(float* acc, int n_rows, const uint8_t* const* rows, const float* 
     const int64_t nb = n / 32;
     // The next chunk's rows go to L2 while this one is consumed, line after line of one row before
     // the next (sequential runs for DRAM), paced evenly over the blocks (sparse_vnni_avx512.cpp). At
-    // most k_prefetch_lines in all: the fused MLP passes the next 32 whole bundles, 1.4 MiB for Q8_0
-    // at dim 14336, which overflowed L2 (1 MiB here) before they were read (1.4 -> 2.0x d*dense).
+    // most k_prefetch_lines in all: when the fused MLP passed the next 32 whole bundles, 1.4 MiB for
+    // Q8_0 at dim 14336 overflowed L2 (1 MiB here) before they were read (1.4 -> 2.0x d*dense); it
+    // now passes their down columns only (sparse.cpp, fused_sparse_mlp).
     const int64_t row_lines = (nb * V::bytes + 63) / 64 + 1;
     const int64_t pf_lines = std::min<int64_t>(n_pf * row_lines, k_prefetch_lines);
     const int64_t per_block = nb > 0 ? (pf_lines + nb - 1) / nb : 0;
