@@ -85,6 +85,7 @@ void stage_weight_bytes(const context& ctx, const stage_times& st, double* out) 
         }
     }
     out[static_cast<int>(stage::logits)] = static_cast<double>(m.output.bytes());
+    if (ctx.method()) out[static_cast<int>(stage::select)] = static_cast<double>(ctx.method()->selection_bytes_per_token());
 }
 
 // The --stages table: per stage ms/token and GB/s of dense and the method, and what the method's stage
@@ -108,7 +109,12 @@ void print_stages(const decode_timing& dense, const decode_timing* sparse, const
     const bool is_fused = sparse && sparse->stage_bytes[fused] > 0;
     const auto ideal = [&](int s) {
         const stage st = static_cast<stage>(s);
-        if (!sparse || st == stage::select || st == stage::fetch) return 0.0;
+        if (!sparse || st == stage::fetch) return 0.0;
+        if (st == stage::select) {  // the predictor's bytes (if any) at dense's MLP time per byte
+            const double mlp_bytes = dense.stage_bytes[mlp_in] + dense.stage_bytes[down];
+            const double mlp_ms = ms(dense, mlp_in) + ms(dense, down);
+            return mlp_bytes > 0 ? mlp_ms * sparse->stage_bytes[s] / mlp_bytes : 0.0;
+        }
         if (st == stage::mlp_fused) {
             const double mlp_bytes = dense.stage_bytes[mlp_in] + dense.stage_bytes[down];
             const double mlp_ms = ms(dense, mlp_in) + ms(dense, glu) + ms(dense, down);
@@ -153,18 +159,20 @@ void print_stages(const decode_timing& dense, const decode_timing* sparse, const
         std::printf("\n");
         if (sparse)
             std::printf("  ideal: each weight stage at dense's GB/s on the method's bytes, the rest in dense's time, "
-                        "selection 0\n");
+                        "selection at dense's MLP GB/s on what it reads (0 for activations only)\n");
     }
     j["stages"] = {{"tokens", dense.stages.tokens}, {"by_stage", rows}, {"dense_first_token_ms", 1e3 * dense.first_token_s}};
     if (sparse) j["stages"]["method_first_token_ms"] = 1e3 * sparse->first_token_s;
 }
 
 // Weight bytes one decoded token read: every projection scaled by the density the engine reported for
-// it (all 1 without a method), plus the classifier and one embedding row.
+// it (all 1 without a method), plus the classifier, one embedding row and what the method's selection
+// reads (SparseLLM's predictor).
 double read_bytes_per_token(const context& ctx) {
     const model& m = ctx.get_model();
     const double tokens = static_cast<double>(ctx.density_tokens());
     double bytes = static_cast<double>(m.output.bytes() + m.tok_embd.row_bytes());
+    if (ctx.method()) bytes += static_cast<double>(ctx.method()->selection_bytes_per_token());
     for (size_t l = 0; l < m.layers.size(); ++l) {
         const layer_weights& lw = m.layers[l];
         const tensor_view* views[proj_count] = {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down};

@@ -36,6 +36,11 @@ public:
     }
 
     std::string name() const override { return "sparsellm"; }
+    uint64_t selection_bytes_per_token() const override {
+        uint64_t bytes = 0;
+        for (const predictor& p : m_pred) bytes += static_cast<uint64_t>(p.us_view.bytes() + p.vt_view.bytes());
+        return bytes;  // no predictor at full density
+    }
     method_traits traits() const override {
         method_traits t;
         t.neurons_pre = true;

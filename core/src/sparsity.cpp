@@ -71,17 +71,17 @@ void top_k_indices(std::span<const float> scores, int64_t k, std::vector<int32_t
     // one bucket do not wait on each other's increment (store-to-load forwarding), summed after.
     uint32_t* h0 = hist.data();
     uint32_t* h1 = hist.data() + (size_t{1} << k_bucket_bits);
-    int64_t i = 0;
-    for (; i + 2 <= n; i += 2) {
-        const uint32_t a = rank_key(scores[static_cast<size_t>(i)]), c = rank_key(scores[static_cast<size_t>(i + 1)]);
-        keys[static_cast<size_t>(i)] = a;
-        keys[static_cast<size_t>(i + 1)] = c;
+    int64_t e = 0;
+    for (; e + 2 <= n; e += 2) {
+        const uint32_t a = rank_key(scores[static_cast<size_t>(e)]), c = rank_key(scores[static_cast<size_t>(e + 1)]);
+        keys[static_cast<size_t>(e)] = a;
+        keys[static_cast<size_t>(e + 1)] = c;
         ++h0[a >> k_shift];
         ++h1[c >> k_shift];
     }
-    for (; i < n; ++i) {
-        const uint32_t a = rank_key(scores[static_cast<size_t>(i)]);
-        keys[static_cast<size_t>(i)] = a;
+    if (e < n) {
+        const uint32_t a = rank_key(scores[static_cast<size_t>(e)]);
+        keys[static_cast<size_t>(e)] = a;
         ++h0[a >> k_shift];
     }
     for (size_t j = 0; j < (size_t{1} << k_bucket_bits); ++j) h0[j] += h1[j];

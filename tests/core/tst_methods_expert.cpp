@@ -251,7 +251,14 @@ TEST(SparseLLM, HitsItsDensityExactlyOnEveryTokenAndLayer) {
             EXPECT_EQ(int64_t(e.pre.idx.size()), k);
             EXPECT_FLOAT_EQ(e.mlp_density, float(k) / hidden());
         }
+        // The predictor U_r S_r [hidden, r] and V_r^T [r, dim] in F32 per layer, read every token; the
+        // default rank is dim / 8 (8 on stories260K).
+        const uint64_t rank = uint64_t(fx().m.hp.dim) / 8;
+        EXPECT_EQ(m->selection_bytes_per_token(),
+                  uint64_t(n_layers()) * (uint64_t(hidden()) * rank + rank * uint64_t(fx().m.hp.dim)) * 4);
     }
+    EXPECT_EQ(make("sparsellm", 1.0f)->selection_bytes_per_token(), 0u) << "no predictor at full density";
+    EXPECT_EQ(make("griffin", 0.5f)->selection_bytes_per_token(), 0u);
 }
 
 // At full rank the predictor is |W_gate x| itself: its top-k must be the exact top-k up to near-ties.

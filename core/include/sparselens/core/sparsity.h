@@ -139,6 +139,11 @@ public:
 
     // method_traits::split_mlp: the layer's split MLP (owned by the method, alive while it is).
     virtual const ffsplit_layer_weights* split_layer(int32_t layer) const { return nullptr; }
+
+    // Weight bytes the method's own selection reads per token over all layers (SparseLLM's low-rank
+    // predictor: 10.5 MB a llama-1b layer in F32), counted with the model's by `bench`; 0 when selection
+    // reads activations only (thresholds, top-k).
+    virtual uint64_t selection_bytes_per_token() const { return 0; }
 };
 
 // Top-k helpers shared by the methods: indices of the k largest scores, returned sorted ascending.
