@@ -62,29 +62,37 @@ struct decode_timing {
     double stage_bytes[stage_count] = {};  // weight bytes per token each stage read
 };
 
-// Weight bytes per token each stage read, from the densities the engine reported (all 1 when dense):
-// q/k/v, o, gate/up and down; a fused method's MLP bytes go to its fused stage when every timed MLP ran
-// fused (mixed tokens leave the MLP stages without a byte count).
-void stage_weight_bytes(const context& ctx, const stage_times& st, double* out) {
+// f(p, bytes) for every layer's projection p: its weight bytes scaled by the mean density the engine
+// reported for it since the last reset (1 without a method).
+template <class F>
+void for_each_projection_read(const context& ctx, F&& f) {
     const model& m = ctx.get_model();
     const double tokens = static_cast<double>(ctx.density_tokens());
-    const bool fused = st.at(stage::mlp_fused) > 0, mixed = fused && st.at(stage::mlp_in) > 0;
     for (size_t l = 0; l < m.layers.size(); ++l) {
         const layer_weights& lw = m.layers[l];
         const tensor_view* views[proj_count] = {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down};
         for (int p = 0; p < proj_count; ++p) {
             const double d = tokens > 0 && ctx.method() ? ctx.density_sum()[l].d[p] / tokens : 1.0;
-            const bool mlp = p >= static_cast<int>(proj::gate);
-            if (mlp && mixed) continue;
-            const stage s = p <= static_cast<int>(proj::v) ? stage::qkv
-                            : p == static_cast<int>(proj::o) ? stage::o
-                            : fused                          ? stage::mlp_fused
-                            : p == static_cast<int>(proj::down) ? stage::down
-                                                                : stage::mlp_in;
-            out[static_cast<int>(s)] += d * static_cast<double>(views[p]->bytes());
+            f(p, d * static_cast<double>(views[p]->bytes()));
         }
     }
-    out[static_cast<int>(stage::logits)] = static_cast<double>(m.output.bytes());
+}
+
+// Weight bytes per token each stage read, from the densities the engine reported (all 1 when dense):
+// q/k/v, o, gate/up and down; a fused method's MLP bytes go to its fused stage when every timed MLP ran
+// fused (mixed tokens leave the MLP stages without a byte count).
+void stage_weight_bytes(const context& ctx, const stage_times& st, double* out) {
+    const bool fused = st.at(stage::mlp_fused) > 0, mixed = fused && st.at(stage::mlp_in) > 0;
+    for_each_projection_read(ctx, [&](int p, double bytes) {
+        if (p >= static_cast<int>(proj::gate) && mixed) return;
+        const stage s = p <= static_cast<int>(proj::v) ? stage::qkv
+                        : p == static_cast<int>(proj::o) ? stage::o
+                        : fused                          ? stage::mlp_fused
+                        : p == static_cast<int>(proj::down) ? stage::down
+                                                            : stage::mlp_in;
+        out[static_cast<int>(s)] += bytes;
+    });
+    out[static_cast<int>(stage::logits)] = static_cast<double>(ctx.get_model().output.bytes());
     if (ctx.method()) out[static_cast<int>(stage::select)] = static_cast<double>(ctx.method()->selection_bytes_per_token());
 }
 
@@ -107,19 +115,16 @@ void print_stages(const decode_timing& dense, const decode_timing* sparse, const
     const int mlp_in = static_cast<int>(stage::mlp_in), glu = static_cast<int>(stage::glu),
               down = static_cast<int>(stage::down), fused = static_cast<int>(stage::mlp_fused);
     const bool is_fused = sparse && sparse->stage_bytes[fused] > 0;
+    const double mlp_bytes = dense.stage_bytes[mlp_in] + dense.stage_bytes[down];
+    // Dense's MLP ms per byte read (with its GLU for a fused stage, which includes the GLU).
+    const auto mlp_rate = [&](bool with_glu) {
+        return mlp_bytes > 0 ? (ms(dense, mlp_in) + ms(dense, down) + (with_glu ? ms(dense, glu) : 0.0)) / mlp_bytes : 0.0;
+    };
     const auto ideal = [&](int s) {
         const stage st = static_cast<stage>(s);
         if (!sparse || st == stage::fetch) return 0.0;
-        if (st == stage::select) {  // the predictor's bytes (if any) at dense's MLP time per byte
-            const double mlp_bytes = dense.stage_bytes[mlp_in] + dense.stage_bytes[down];
-            const double mlp_ms = ms(dense, mlp_in) + ms(dense, down);
-            return mlp_bytes > 0 ? mlp_ms * sparse->stage_bytes[s] / mlp_bytes : 0.0;
-        }
-        if (st == stage::mlp_fused) {
-            const double mlp_bytes = dense.stage_bytes[mlp_in] + dense.stage_bytes[down];
-            const double mlp_ms = ms(dense, mlp_in) + ms(dense, glu) + ms(dense, down);
-            return mlp_bytes > 0 ? mlp_ms * sparse->stage_bytes[fused] / mlp_bytes : 0.0;
-        }
+        if (st == stage::select) return mlp_rate(false) * sparse->stage_bytes[s];  // what it reads, if anything
+        if (st == stage::mlp_fused) return mlp_rate(true) * sparse->stage_bytes[fused];
         if (is_fused && (st == stage::mlp_in || st == stage::glu || st == stage::down)) return 0.0;
         return dense.stage_bytes[s] > 0 ? ms(dense, s) * sparse->stage_bytes[s] / dense.stage_bytes[s] : ms(dense, s);
     };
@@ -170,17 +175,9 @@ void print_stages(const decode_timing& dense, const decode_timing* sparse, const
 // reads (SparseLLM's predictor).
 double read_bytes_per_token(const context& ctx) {
     const model& m = ctx.get_model();
-    const double tokens = static_cast<double>(ctx.density_tokens());
     double bytes = static_cast<double>(m.output.bytes() + m.tok_embd.row_bytes());
     if (ctx.method()) bytes += static_cast<double>(ctx.method()->selection_bytes_per_token());
-    for (size_t l = 0; l < m.layers.size(); ++l) {
-        const layer_weights& lw = m.layers[l];
-        const tensor_view* views[proj_count] = {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down};
-        for (int p = 0; p < proj_count; ++p) {
-            const double d = tokens > 0 ? ctx.density_sum()[l].d[p] / tokens : 1.0;
-            bytes += d * static_cast<double>(views[p]->bytes());
-        }
-    }
+    for_each_projection_read(ctx, [&](int, double b) { bytes += b; });
     return bytes;
 }
 

@@ -12,13 +12,13 @@ namespace {
 
 constexpr uint64_t k_page = 4096, k_huge = uint64_t{2} << 20;
 
-// len bytes (a multiple of 4 KiB, or of 2 MiB from 2 MiB on) of fresh anonymous memory, 2 MiB-aligned
-// when huge so that transparent huge pages can back all of it.
-uint8_t* map_fresh(uint64_t len) {
+}  // namespace
+
+uint8_t* map_anonymous(uint64_t len, int extra_flags) {
     const bool huge = len >= k_huge;
     const uint64_t slack = huge ? k_huge : 0;
-    void* raw = ::mmap(nullptr, len + slack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (raw == MAP_FAILED) throw std::bad_alloc();
+    void* raw = ::mmap(nullptr, len + slack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | extra_flags, -1, 0);
+    if (raw == MAP_FAILED) return nullptr;
     const auto r = reinterpret_cast<uintptr_t>(raw);
     const uintptr_t a = huge ? (r + k_huge - 1) / k_huge * k_huge : r;
     if (a > r) ::munmap(raw, a - r);  // trim to the aligned start and exactly len bytes
@@ -28,8 +28,6 @@ uint8_t* map_fresh(uint64_t len) {
 #endif
     return reinterpret_cast<uint8_t*>(a);
 }
-
-}  // namespace
 
 anon_buffer& anon_buffer::operator=(anon_buffer&& o) noexcept {
     if (this != &o) {
@@ -49,7 +47,8 @@ void anon_buffer::grow(uint64_t bytes) {
     }
     const uint64_t unit = bytes >= k_huge ? k_huge : k_page;
     const uint64_t len = (bytes + unit - 1) / unit * unit;
-    uint8_t* fresh = map_fresh(len);
+    uint8_t* fresh = map_anonymous(len);
+    if (!fresh) throw std::bad_alloc();
     if (m_size > 0) std::memcpy(fresh, m_data, m_size);
     reset();
     m_data = fresh;

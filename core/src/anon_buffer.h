@@ -5,6 +5,12 @@
 
 namespace sl {
 
+// len bytes of fresh anonymous read-write memory (zero pages on first touch); from 2 MiB on, 2 MiB-aligned
+// and advised onto transparent huge pages, so they can back all of it (len then a multiple of 2 MiB).
+// extra_flags are or'ed into mmap's (e.g. MAP_NORESERVE). nullptr when the system refuses; free with
+// munmap(p, len).
+uint8_t* map_anonymous(uint64_t len, int extra_flags = 0);
+
 // Page-aligned anonymous memory for large buffers that are written before they are read (copies of
 // weights). Unlike std::vector it is not filled with zeros by the program (the kernel hands out zero
 // pages on first touch), it is advised onto transparent huge pages from 2 MiB on, and reset() returns

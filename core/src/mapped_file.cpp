@@ -1,6 +1,8 @@
 // mapped_file: read-only mmap of a model file with a read-into-memory fallback.
 #include "mapped_file.h"
 
+#include "anon_buffer.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -76,13 +78,8 @@ bool huge_page_weights_wanted(uint64_t file_bytes) {
 bool mapped_file::copy_to_huge_pages(int fd, const progress_fn* progress) {
     constexpr uint64_t huge = 2u << 20, chunk = 64u << 20;
     const uint64_t len = (size + huge - 1) / huge * huge;
-    void* raw = ::mmap(nullptr, len + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (raw == MAP_FAILED) return true;
-    const auto r = reinterpret_cast<uintptr_t>(raw), a = (r + huge - 1) / huge * huge;
-    if (a > r) ::munmap(raw, a - r);  // trim to a 2 MiB-aligned start and exactly len bytes
-    if (r + huge > a) ::munmap(reinterpret_cast<void*>(a + len), r + huge - a);
-    auto* dst = reinterpret_cast<uint8_t*>(a);
-    ::madvise(dst, len, MADV_HUGEPAGE);  // advisory: without it the copy still works, on small pages
+    uint8_t* dst = map_anonymous(len, MAP_NORESERVE);  // 2 MiB-aligned, advised onto huge pages
+    if (!dst) return true;
     // Seconds for a file of GBs (0.7 s for 2 GB warm, 4-15 s on fresh memory under load): say how far.
     for (uint64_t done = 0; done < size;) {
         if (progress && *progress && !(*progress)(static_cast<float>(static_cast<double>(done) / static_cast<double>(size)))) {

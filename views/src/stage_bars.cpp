@@ -36,8 +36,7 @@ StageBars::StageBars(QWidget* parent) : QWidget(parent) {
 }
 
 void StageBars::clear() {
-    m_dense = m_method = QVector<double>(groups().size(), 0.0);
-    m_denseRaw = m_methodRaw = {};
+    m_dense = m_method = {};
     m_hasMethod = false;
     setToolTip(tr("Where a decoded token's time goes, measured on this CPU: appears with the first result"));
     update();
@@ -45,31 +44,25 @@ void StageBars::clear() {
 
 void StageBars::setTimes(const stage_times& dense, const stage_times& method, const QString& method_name,
                          bool dense_only) {
-    m_denseRaw = dense;
-    m_methodRaw = method;
+    m_dense = dense;
+    m_method = method;
     m_methodName = method_name;
     m_hasMethod = !dense_only && method.tokens > 0;
-    for (int g = 0; g < groups().size(); ++g) {
-        m_dense[g] = m_method[g] = 0.0;
-        for (stage s : groups()[g].stages) {
-            m_dense[g] += ms_per_token(dense, s);
-            m_method[g] += m_hasMethod ? ms_per_token(method, s) : 0.0;
-        }
-    }
     setToolTip(tooltipText());
     updateGeometry();  // the legend's rows follow the groups shown
     update();
 }
 
 double StageBars::groupMs(bool method, int g) const {
-    const QVector<double>& v = method ? m_method : m_dense;
-    return g >= 0 && g < v.size() ? v[g] : 0.0;
+    if ((method && !m_hasMethod) || g < 0 || g >= groups().size()) return 0.0;
+    double ms = 0.0;
+    for (stage s : groups()[g].stages) ms += ms_per_token(method ? m_method : m_dense, s);
+    return ms;
 }
 
 double StageBars::totalMs(bool method) const {
-    const QVector<double>& v = method ? m_method : m_dense;
     double t = 0.0;
-    for (double x : v) t += x;
+    for (int g = 0; g < groups().size(); ++g) t += groupMs(method, g);
     return t;
 }
 
@@ -81,7 +74,7 @@ QString StageBars::tooltipText() const {
     s += QStringLiteral("</tr>");
     for (int i = 0; i < stage_count; ++i) {
         const auto st = static_cast<stage>(i);
-        const double d = ms_per_token(m_denseRaw, st), m = m_hasMethod ? ms_per_token(m_methodRaw, st) : 0.0;
+        const double d = ms_per_token(m_dense, st), m = m_hasMethod ? ms_per_token(m_method, st) : 0.0;
         if (d <= 0 && m <= 0) continue;
         s += QStringLiteral("<tr><td>%1</td><td align=right>%2</td>").arg(QString::fromUtf8(stage_name(st)))
                  .arg(d, 0, 'f', 3);
@@ -102,7 +95,7 @@ int StageBars::layoutLegend(int w, F&& place) const {
     const QFontMetrics fm(font());
     int x = 0, row = 0, shown = 0;
     for (int g = 0; g < groups().size(); ++g) {
-        if (m_dense[g] <= 0 && m_method[g] <= 0) continue;
+        if (groupMs(false, g) <= 0 && groupMs(true, g) <= 0) continue;
         const int gw = k_swatch + 4 + fm.horizontalAdvance(groups()[g].label) + 10;
         if (x > 0 && x + gw > w) {
             x = 0;
@@ -137,13 +130,13 @@ void StageBars::paintEvent(QPaintEvent*) {
     const int barW = std::max(10, width() - labelW - valueW);
     // One scale for both bars: the longer one fills the width, so lengths compare directly.
     const double scale = std::max(totalMs(false), totalMs(true));
-    auto bar = [&](int y, const QString& label, const QVector<double>& v, double total, const QString& text) {
+    auto bar = [&](int y, const QString& label, bool method, double total, const QString& text) {
         p.setPen(palette().color(QPalette::WindowText));
         p.drawText(QRect(0, y, labelW, k_bar_height), Qt::AlignLeft | Qt::AlignVCenter, label);
         if (scale > 0) {
             double x = labelW;
-            for (int g = 0; g < v.size(); ++g) {
-                const double w = v[g] / scale * barW;
+            for (int g = 0; g < groups().size(); ++g) {
+                const double w = groupMs(method, g) / scale * barW;
                 if (w <= 0) continue;
                 p.fillRect(QRectF(x, y, w, k_bar_height), groups()[g].color);
                 x += w;
@@ -156,8 +149,8 @@ void StageBars::paintEvent(QPaintEvent*) {
             p.drawRect(QRect(labelW, y, barW - 1, k_bar_height - 1));
         }
     };
-    bar(0, dl, m_dense, totalMs(false), dt);
-    if (m_hasMethod) bar(k_bar_height + k_gap, ml, m_method, totalMs(true), mt);
+    bar(0, dl, false, totalMs(false), dt);
+    if (m_hasMethod) bar(k_bar_height + k_gap, ml, true, totalMs(true), mt);
     // Legend: the groups either bar uses, wrapping onto more rows when narrow.
     const int top = 2 * (k_bar_height + k_gap);
     layoutLegend(width(), [&](int g, int x, int row) {

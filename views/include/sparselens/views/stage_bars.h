@@ -48,8 +48,7 @@ private:
     template <class F>
     int layoutLegend(int w, F&& place) const;
 
-    QVector<double> m_dense, m_method;  // ms per token per group
-    stage_times m_denseRaw, m_methodRaw;
+    stage_times m_dense, m_method;  // summed over the evaluation's decoded tokens
     QString m_methodName;
     bool m_hasMethod = false;
 };
