@@ -79,17 +79,25 @@ void for_each_projection_read(const context& ctx, F&& f) {
 }
 
 // Weight bytes per token each stage read, from the densities the engine reported (all 1 when dense):
-// q/k/v, o, gate/up and down; a fused method's MLP bytes go to its fused stage when every timed MLP ran
-// fused (mixed tokens leave the MLP stages without a byte count).
+// q/k/v, o, gate/up and down. A fused method's (GRIFFIN, SparseLLM) MLP bytes go to the fused stage;
+// when up and down ran as up|down pairs after the whole gate (CATS, CHESS), the gate stays in mlp_in
+// and up/down go there. Mixed tokens (fused and unfused MLPs among the timed ones) leave the stages
+// concerned without a byte count.
 void stage_weight_bytes(const context& ctx, const stage_times& st, double* out) {
-    const bool fused = st.at(stage::mlp_fused) > 0, mixed = fused && st.at(stage::mlp_in) > 0;
+    const bool whole = ctx.method() && ctx.method()->traits().fused;
+    const bool fused = st.at(stage::mlp_fused) > 0;
+    const bool mixed = fused && (st.at(stage::down) > 0 || (whole && st.at(stage::mlp_in) > 0));
     for_each_projection_read(ctx, [&](int p, double bytes) {
-        if (p >= static_cast<int>(proj::gate) && mixed) return;
-        const stage s = p <= static_cast<int>(proj::v) ? stage::qkv
-                        : p == static_cast<int>(proj::o) ? stage::o
-                        : fused                          ? stage::mlp_fused
-                        : p == static_cast<int>(proj::down) ? stage::down
-                                                            : stage::mlp_in;
+        stage s = stage::qkv;
+        if (p == static_cast<int>(proj::o)) {
+            s = stage::o;
+        } else if (p >= static_cast<int>(proj::gate)) {
+            const bool gate = p == static_cast<int>(proj::gate);
+            if (mixed && (whole || !gate)) return;
+            s = fused && (whole || !gate) ? stage::mlp_fused
+                : p == static_cast<int>(proj::down) ? stage::down
+                                                    : stage::mlp_in;
+        }
         out[static_cast<int>(s)] += bytes;
     });
     out[static_cast<int>(stage::logits)] = static_cast<double>(ctx.get_model().output.bytes());
@@ -125,7 +133,7 @@ void print_stages(const decode_timing& dense, const decode_timing* sparse, const
         if (!sparse || st == stage::fetch) return 0.0;
         if (st == stage::select) return mlp_rate(false) * sparse->stage_bytes[s];  // what it reads, if anything
         if (st == stage::mlp_fused) return mlp_rate(true) * sparse->stage_bytes[fused];
-        if (is_fused && (st == stage::mlp_in || st == stage::glu || st == stage::down)) return 0.0;
+        if (is_fused && st == stage::glu) return 0.0;  // inside the fused kernel (mlp_in, down: their bytes)
         return dense.stage_bytes[s] > 0 ? ms(dense, s) * sparse->stage_bytes[s] / dense.stage_bytes[s] : ms(dense, s);
     };
     if (!json) {

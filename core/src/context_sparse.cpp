@@ -60,11 +60,21 @@ void context::set_method(sparsity_method* method) {
     need[static_cast<int>(proj::gate)] = need[static_cast<int>(proj::up)] = mlp_in;
     // The fused cache copies its bundles' down columns from this layout too.
     need[static_cast<int>(proj::down)] = fused || neurons || m_traits.down_in || r.down_in;
+    // Neurons chosen only after the whole gate (CATS, CHESS, Gate pruning) and nothing else reading up
+    // or down on its own: up|down pairs replace both, so a chosen neuron is one contiguous read
+    // (kernels::sparse_up_down; two scattered rows per neuron ran at 14-18 GB/s on llama-1b).
+    const bool pairs = !m_mlp_source && m_model->arch.act == glu_activation::silu &&
+                       (m_traits.neurons_post || r.neurons_post) && !(m_traits.up_first || r.up_first) &&
+                       !(m_traits.neurons_pre || r.neurons_pre) && !mlp_in && !fused &&
+                       !(m_traits.down_in || r.down_in);
+    if (pairs) need[static_cast<int>(proj::down)] = false;
     const size_t n_layers = m_model->layers.size();
     bool same = m_layouts.size() == n_layers;
-    for (size_t l = 0; l < n_layers && same; ++l)
+    for (size_t l = 0; l < n_layers && same; ++l) {
+        same = m_layouts[l].has_pairs == pairs;
         for (int p = 0; p < proj_count; ++p)
             same = same && m_layouts[l].has[p] == (need[p] && !(m_mlp_source && p >= static_cast<int>(proj::gate)));
+    }
     if (!same) {
         m_layouts.clear();
         m_layouts.resize(n_layers);
@@ -82,6 +92,13 @@ void context::set_method(sparsity_method* method) {
                                        (neurons || fused);
                 if (!rows_used && ws && ws->release(w)) m_released_bytes += static_cast<uint64_t>(w.bytes());
             }
+            if (pairs) {
+                const layer_weights& lw = m_model->layers[l];
+                m_layouts[l].pairs = kernels::make_up_down(lw.w_up, lw.w_down, kernels::input_major_type(lw.w_down));
+                m_layouts[l].has_pairs = true;
+                for (const tensor_view* w : {&lw.w_up, &lw.w_down})
+                    if (ws && ws->release(*w)) m_released_bytes += static_cast<uint64_t>(w->bytes());
+            }
         }
     }
     if (m_traits.fused && !m_mlp_source) {  // offloaded weights never take the fused path
@@ -93,9 +110,11 @@ void context::set_method(sparsity_method* method) {
 
 uint64_t context::layout_bytes() const {
     uint64_t bytes = 0;
-    for (const layer_layouts& ll : m_layouts)
+    for (const layer_layouts& ll : m_layouts) {
         for (int p = 0; p < proj_count; ++p)
             if (ll.has[p]) bytes += ll.t[p].bytes.size();
+        if (ll.has_pairs) bytes += ll.pairs.bytes.size();
+    }
     return bytes;
 }
 
@@ -252,7 +271,7 @@ void context::mlp_sparse(int32_t l, const token_info& ti) {
     const index_mask& in2 = up_first ? m_masks.gate_in : m_masks.up_in;
 
     index_mask rows2;
-    if (!m_traits.neurons_post && m_masks.neurons_pre.all) {  // both by input (or dense): one region
+    if (!m_traits.neurons_post && m_masks.neurons_pre.all && !ll.has_pairs) {  // both by input (or dense): one region
         const tensor_view* w[2] = {&proj_w(p1), &proj_w(p2)};
         const tensor_view* wt[2] = {layout(p1), layout(p2)};
         const index_mask* in[2] = {&in1, &in2};
@@ -267,6 +286,10 @@ void context::mlp_sparse(int32_t l, const token_info& ti) {
             lap(stage::select);
         }
         intersect_masks(m_masks.neurons_pre, m_masks.neurons_post, rows2);
+        if (ll.has_pairs) {  // up, GLU and down of the chosen neurons in one pass (set_method's conditions)
+            mlp_pairs(l, ti, rows2);
+            return;
+        }
         project_rows(proj_w(p2), layout(p2), in2, rows2, m_xb.data(), f2, m_compact.data(), m_threads);
     }
     observe(l, probe::gate_pre, ti.pos, 1, m_gate.data(), hidden);
@@ -296,6 +319,36 @@ void context::mlp_sparse(int32_t l, const token_info& ti) {
     if (m_mlp_source && !fetch(mlp_weight_source::stage::down)) return;
     project_in(proj_w(proj::down), layout(proj::down), used, m_gate.data(), m_proj.data(), m_threads);
     lap(stage::down);
+}
+
+// Up, GLU and down over the layer's up|down pairs after the whole gate (m_gate) chose `rows`: the
+// neurons' up rows and down columns are read once, side by side. An observer still sees the full
+// up pre-activations and GLU (0 for the neurons not computed), as on the unfused path.
+void context::mlp_pairs(int32_t l, const token_info& ti, const index_mask& rows) {
+    const kernels::up_down_view& pv = m_layouts[static_cast<size_t>(l)].pairs.view;
+    const int64_t hidden = pv.n_neurons, dim = pv.dim;
+    const int64_t scratch = kernels::fused_mlp_scratch_floats(dim, m_threads);
+    if (m_pair_scratch.size() < static_cast<size_t>(scratch + hidden))
+        m_pair_scratch.resize(static_cast<size_t>(scratch + hidden));
+    const int32_t* idx = rows.all ? all_indices(hidden) : rows.idx.data();
+    const int64_t n = rows.all ? hidden : static_cast<int64_t>(rows.idx.size());
+    float* up_c = m_observer ? m_pair_scratch.data() + scratch : nullptr;
+    float* glu_c = m_observer ? m_compact.data() : nullptr;
+    kernels::sparse_up_down(pv, m_gate.data(), m_xb.data(), idx, n, m_proj.data(), m_pair_scratch.data(), glu_c, up_c,
+                            m_threads);
+    m_masks.down_in = rows;  // what the kernel read
+    if (m_observer) {
+        observe(l, probe::gate_pre, ti.pos, 1, m_gate.data(), static_cast<int32_t>(hidden));
+        std::fill(m_up.begin(), m_up.begin() + hidden, 0.0f);
+        std::fill(m_gate.begin(), m_gate.begin() + hidden, 0.0f);
+        for (int64_t k = 0; k < n; ++k) {
+            m_up[static_cast<size_t>(idx[k])] = up_c[k];
+            m_gate[static_cast<size_t>(idx[k])] = glu_c[k];
+        }
+        observe(l, probe::up_pre, ti.pos, 1, m_up.data(), static_cast<int32_t>(hidden));
+        observe(l, probe::glu, ti.pos, 1, m_gate.data(), static_cast<int32_t>(hidden));
+    }
+    lap(stage::mlp_fused);
 }
 
 void context::layer_forward_sparse(int32_t l, int32_t pos) {

@@ -459,75 +459,114 @@ int64_t fused_mlp_scratch_floats(int64_t dim, int /*n_threads*/) {
     return act_floats(dim) + int64_t{k_fixed_slices} * 2 * padded(dim) + 16;
 }
 
-void fused_sparse_mlp(const bundle_view& b, const float* x, const int32_t* idx, int64_t n_idx, float* y, float* scratch,
-                      float* glu_out, int n_threads) {
-    const int64_t dim = b.dim;
+namespace {
+
+// Where the fused kernel finds neuron j's rows, each at base + j * stride: gate and up (row-major rows,
+// dotted with x) and down (an input-major column). Without gate rows, gate_pre[j] is neuron j's gate
+// pre-activation, computed by the caller (CATS and CHESS compute the whole gate to choose the neurons).
+struct neuron_rows {
+    dtype type = dtype::f32;       // of the gate and up rows
+    dtype down_type = dtype::f32;  // of the down columns
+    int64_t dim = 0;
+    const uint8_t *gate = nullptr, *up = nullptr, *down = nullptr;
+    int64_t stride = 0;  // bytes from neuron j's rows to neuron j + 1's
+    const float* gate_pre = nullptr;
+    // Slices of whole 32-neuron blocks, as gemv_input_sparse cuts its channels (its bits for the down
+    // part), instead of equal shares of the list.
+    bool block_slices = false;
+
+    int64_t bytes_per_neuron() const {
+        return (gate ? 2 : 1) * dtype_row_bytes(type, dim) + dtype_row_bytes(down_type, dim);
+    }
+};
+
+void fused_rows(const neuron_rows& r, const float* x, const int32_t* idx, int64_t n_idx, float* y, float* scratch,
+                float* glu_out, float* up_out, int n_threads) {
+    const int64_t dim = r.dim;
     if (dim <= 0) return;
     if (n_idx <= 0) {
         std::fill(y, y + dim, 0.0f);
         return;
     }
-    assert(dim % dtype_block_elems(b.type) == 0);
+    assert(dim % dtype_block_elems(r.type) == 0);
     const detail::kernel_table& kt = detail::active_table();
-    const detail::rows_fn dot = kt.rows[static_cast<int>(b.type)];
-    const detail::axpy_fn axpy = detail::active_sparse_table().axpy[static_cast<int>(b.down_type())];
-    const detail::dots_fn dots = detail::active_sparse_table().dots[static_cast<int>(b.type)];
+    const detail::rows_fn dot = kt.rows[static_cast<int>(r.type)];
+    const detail::axpy_fn axpy = detail::active_sparse_table().axpy[static_cast<int>(r.down_type)];
+    const detail::dots_fn dots = detail::active_sparse_table().dots[static_cast<int>(r.type)];
     const detail::axpy_fn add_f32 = detail::active_sparse_table().axpy[static_cast<int>(dtype::f32)];
-    const detail::chunk_fn chunk = detail::active_sparse_table().chunk[static_cast<int>(b.down_type())];
+    const detail::chunk_fn chunk = detail::active_sparse_table().chunk[static_cast<int>(r.down_type)];
+    const auto gate_row = [&](int32_t j) { return r.gate + j * r.stride; };
+    const auto up_row = [&](int32_t j) { return r.up + j * r.stride; };
+    const auto down_row = [&](int32_t j) { return r.down + j * r.stride; };
 
     float* base = scratch + (16 - reinterpret_cast<uintptr_t>(scratch) / 4 % 16) % 16;
     const void* xa = x;
     q8_act acts;
-    if (dtype_is_quantized(b.type)) {
+    if (dtype_is_quantized(r.type)) {
         auto* qs = reinterpret_cast<int8_t*>(base);
         float* d = base + dim / 4;
         float* s = d + dim / 32;
-        detail::quantize_act_for(b.type, kt, x, dim, qs, d, s);
+        detail::quantize_act_for(r.type, kt, x, dim, qs, d, s);
         acts = {qs, d, s};
         xa = &acts;
     }
     float* partials = base + act_floats(dim);
     const int64_t stride = 2 * padded(dim);
-    const int64_t part = b.part_bytes();
     // k_fixed_slices slices of the active list, each with its own partial output in the scratch, so
     // the bits never depend on the thread count.
-    const int n_slices = static_cast<int>(std::min<int64_t>(k_fixed_slices, n_idx));
-    const int nt = pick_threads(n_threads, n_idx * b.bundle_bytes(), n_slices);
+    const int64_t blocks = (n_idx + k_sum_block - 1) / k_sum_block;
+    const int n_slices = static_cast<int>(std::min<int64_t>(k_fixed_slices, r.block_slices ? blocks : n_idx));
+    const int nt = pick_threads(n_threads, n_idx * r.bytes_per_neuron(), n_slices);
 
     auto run_slice = [&](int sl) {
         int64_t k0, k1;
-        split(n_idx, n_slices, sl, k0, k1);
+        if (r.block_slices) {
+            split(blocks, n_slices, sl, k0, k1);
+            k0 *= k_sum_block;
+            k1 = std::min(n_idx, k1 * k_sum_block);
+        } else {
+            split(n_idx, n_slices, sl, k0, k1);
+        }
         float* acc = partials + sl * stride;
         float* tmp = acc + padded(dim);
         if (k1 == k0) std::fill(acc, acc + dim, 0.0f);
         // GLU values of active neurons k .. k + n - 1 (n <= k_sum_block) into a, and to glu_out when asked:
-        // their gate and up rows in one gather (rows g0, u0, g1, u1, ...; each prefetching the same row of
-        // the neuron `lead` places further on), then kernels::swiglu once over them (the dense path's
-        // function, so the values equal it). One gather of 2 rows per neuron paid the gather's per-call
-        // setup each time.
+        // their gate and up rows in one gather (rows g0, u0, g1, u1, ...; or the up rows alone beside
+        // gate_pre), each prefetching the same row of the neuron `lead` places further on, then
+        // kernels::swiglu once over them (the dense path's function, so the values equal it). One gather
+        // of 2 rows per neuron paid the gather's per-call setup each time.
         auto glus = [&](int64_t k, int n, float* a, int64_t lead) {
             float gu[2 * k_sum_block], g[k_sum_block], u[k_sum_block];
+            const int per = r.gate ? 2 : 1;  // rows per neuron in the gather
             if (dots) {
                 const uint8_t* rows[2 * k_sum_block];
                 const uint8_t* ahead[2 * k_sum_block];
                 for (int i = 0; i < n; ++i) {
-                    const uint8_t* bundle = b.bundle(idx[k + i]);
-                    const uint8_t* next = k + i + lead < k1 ? b.bundle(idx[k + i + lead]) : nullptr;
-                    rows[2 * i] = bundle;
-                    rows[2 * i + 1] = bundle + part;
-                    ahead[2 * i] = next;
-                    ahead[2 * i + 1] = next ? next + part : nullptr;
+                    const int32_t j = idx[k + i];
+                    const bool more = k + i + lead < k1;
+                    const int32_t jn = more ? idx[k + i + lead] : 0;
+                    if (r.gate) {
+                        rows[2 * i] = gate_row(j);
+                        ahead[2 * i] = more ? gate_row(jn) : nullptr;
+                    }
+                    rows[per * i + per - 1] = up_row(j);
+                    ahead[per * i + per - 1] = more ? up_row(jn) : nullptr;
                 }
-                dots(rows, ahead, 2 * n, dim, xa, gu);
+                dots(rows, ahead, per * n, dim, xa, gu);
             } else {
-                for (int i = 0; i < n; ++i) dot(b.bundle(idx[k + i]), part, 2, dim, xa, gu + 2 * i);
+                for (int i = 0; i < n; ++i) {
+                    const int32_t j = idx[k + i];
+                    if (r.gate) dot(gate_row(j), 0, 1, dim, xa, gu + 2 * i);
+                    dot(up_row(j), 0, 1, dim, xa, gu + per * i + per - 1);
+                }
             }
             for (int i = 0; i < n; ++i) {
-                g[i] = gu[2 * i];
-                u[i] = gu[2 * i + 1];
+                g[i] = r.gate ? gu[2 * i] : r.gate_pre[idx[k + i]];
+                u[i] = gu[per * i + per - 1];
             }
             swiglu(a, g, u, n);
             if (glu_out) std::copy(a, a + n, glu_out + k);
+            if (up_out) std::copy(u, u + n, up_out + k);
         };
         for (int64_t b0 = k0; b0 < k1; b0 += k_sum_block) {
             const int64_t b1 = std::min(k1, b0 + k_sum_block);
@@ -543,9 +582,9 @@ void fused_sparse_mlp(const bundle_view& b, const float* x, const int32_t* idx, 
                 // dots then ran from L2 with memory idle: 2048x8192 Q4_0 at d = 1, 2 threads, 1.08 ->
                 // 0.88 ms (26 -> 32 GB/s); 4096x14336 d = 0.5: Q4_0 2.10 -> 1.42 ms, Q8_0 3.33 -> 2.38.
                 glus(b0, static_cast<int>(b1 - b0), a, k_sum_block);
-                for (int64_t k = b0; k < b1; ++k) down[k - b0] = b.bundle(idx[k]) + 2 * part;
+                for (int64_t k = b0; k < b1; ++k) down[k - b0] = down_row(idx[k]);
                 int n_pf = 0;
-                for (int64_t k = b1; k < std::min(k1, b1 + k_sum_block); ++k) pf[n_pf++] = b.bundle(idx[k]) + 2 * part;
+                for (int64_t k = b1; k < std::min(k1, b1 + k_sum_block); ++k) pf[n_pf++] = down_row(idx[k]);
                 chunk(acc, b0 == k0, static_cast<int>(b1 - b0), down, a, dim, pf, n_pf);
                 continue;
             }
@@ -556,10 +595,10 @@ void fused_sparse_mlp(const bundle_view& b, const float* x, const int32_t* idx, 
                 const uint8_t* down[k_axpy_rows];
                 const uint8_t* pf[k_axpy_rows];
                 glus(k, g, a, 1);
-                for (int i = 0; i < g; ++i) down[i] = b.bundle(idx[k + i]) + 2 * part;
+                for (int i = 0; i < g; ++i) down[i] = down_row(idx[k + i]);
                 // While the down columns stream, fetch the next group's down columns.
                 const bool next = k + g < k1;
-                for (int i = 0; i < g && next; ++i) pf[i] = b.bundle(idx[std::min(k + g + i, k1 - 1)]) + 2 * part;
+                for (int i = 0; i < g && next; ++i) pf[i] = down_row(idx[std::min(k + g + i, k1 - 1)]);
                 axpy(dst, k == b0, g, down, a, dim, next ? pf : nullptr);
             }
             if (b0 > k0) {
@@ -581,6 +620,36 @@ void fused_sparse_mlp(const bundle_view& b, const float* x, const int32_t* idx, 
         for (int u = 1; u < n_slices; ++u) s += partials[u * stride + o];
         y[o] = s;
     }
+}
+
+}  // namespace
+
+void fused_sparse_mlp(const bundle_view& b, const float* x, const int32_t* idx, int64_t n_idx, float* y, float* scratch,
+                      float* glu_out, int n_threads) {
+    neuron_rows r;
+    r.type = b.type;
+    r.down_type = b.down_type();
+    r.dim = b.dim;
+    const int64_t part = b.part_bytes();
+    r.gate = b.bundle(0);
+    r.up = r.gate + part;
+    r.down = r.gate + 2 * part;
+    r.stride = b.bundle_bytes();
+    fused_rows(r, x, idx, n_idx, y, scratch, glu_out, nullptr, n_threads);
+}
+
+void sparse_up_down(const up_down_view& p, const float* gate_pre, const float* x, const int32_t* idx, int64_t n_idx,
+                    float* y, float* scratch, float* glu_out, float* up_out, int n_threads) {
+    neuron_rows r;
+    r.type = p.up_type;
+    r.down_type = p.down_type;
+    r.dim = p.dim;
+    r.up = p.up(0);
+    r.down = p.down(0);
+    r.stride = p.pair_bytes();
+    r.gate_pre = gate_pre;
+    r.block_slices = true;
+    fused_rows(r, x, idx, n_idx, y, scratch, glu_out, up_out, n_threads);
 }
 
 }  // namespace sl::kernels

@@ -55,7 +55,8 @@ enum class stage : uint8_t {
     mlp_in,     // gate/up projections (dense, input- or output-sparse, FFSplit's heavy + light rows)
     glu,        // SwiGLU/GeGLU and the scatter of computed neurons
     down,       // down projection
-    mlp_fused,  // a fused method's whole MLP: differential-cache update and fused kernel
+    mlp_fused,  // a fused kernel's MLP: a fused method's whole MLP (differential-cache update and kernel),
+                // or up, GLU and down over up|down pairs after the whole gate (CATS, CHESS)
     select,     // the method's mask selection (top-k, thresholds, scores)
     fetch,      // offloaded MLP weights read from storage (mlp_weight_source)
     logits,     // final norm, classifier, soft-cap
@@ -101,7 +102,9 @@ public:
     // by input is stored input-major (quantized in its own blocks), and that layout REPLACES the
     // row-major original for this context: dense tokens run on it too (so density 1 is bit-identical to
     // dense on the same layout) and the original's file-mapped pages are released, so the weights stay
-    // resident once. Gate/up stay row-major when a method also selects neurons (output-sparse rows).
+    // resident once. Gate/up stay row-major when a method also selects neurons (output-sparse rows);
+    // when neurons are chosen only after the whole gate (and nothing else needs up or down row-major
+    // or input-major), up and down become one up|down pair layout that replaces both.
     // layout_bytes() reports the layouts' memory. With a method attached every token runs the
     // single-token sparse path, so prefill and decode execute identical masks and arithmetic (prefill is
     // then slower, never different). Layouts are kept when the next method needs the same ones.
@@ -151,6 +154,7 @@ private:
     void layer_forward_sparse(int32_t l, int32_t pos);
     void mlp_sparse(int32_t l, const token_info& ti);
     void mlp_fused(int32_t l, const token_info& ti);
+    void mlp_pairs(int32_t l, const token_info& ti, const index_mask& rows);
     void mlp_split(int32_t l, const token_info& ti, layer_density& d);
     // The per-layer pieces the dense and sparse paths share (context_blocks.cpp); they branch on the
     // model's arch_features, never on its architecture name.
@@ -169,9 +173,13 @@ private:
     }
 
     // Input-major layouts of one layer's projections, built only for the projections a method prunes by input.
+    // A method that computes the whole gate and then chooses neurons (CATS, CHESS, Gate pruning) gets
+    // up and down as one up|down pair layout instead (kernels::sparse_up_down), replacing both.
     struct layer_layouts {
         kernels::owned_matrix t[proj_count];
         bool has[proj_count] = {};
+        kernels::owned_up_down pairs;
+        bool has_pairs = false;
     };
 
     const model* m_model = nullptr;
@@ -189,6 +197,7 @@ private:
     std::vector<layer_density> m_density_sum;
     int64_t m_density_tokens = 0;
     std::vector<float> m_compact;  // output-sparse results before scattering
+    std::vector<float> m_pair_scratch;  // kernels::sparse_up_down's scratch, then compact up values (observers)
     std::shared_ptr<fused_mlp_state> m_fused;  // per-layer caches of a fused method (shared_ptr: incomplete type)
     bool m_timing = false;
     std::chrono::steady_clock::time_point m_lap;  // the last stage boundary while timing
