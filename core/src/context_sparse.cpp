@@ -60,18 +60,23 @@ void context::set_method(sparsity_method* method) {
     need[static_cast<int>(proj::gate)] = need[static_cast<int>(proj::up)] = mlp_in;
     // The fused cache copies its bundles' down columns from this layout too.
     need[static_cast<int>(proj::down)] = fused || neurons || m_traits.down_in || r.down_in;
-    // Neurons chosen only after the whole gate (CATS, CHESS, Gate pruning) and nothing else reading up
-    // or down on its own: up|down pairs replace both, so a chosen neuron is one contiguous read
-    // (kernels::sparse_up_down; two scattered rows per neuron ran at 14-18 GB/s on llama-1b).
-    const bool pairs = !m_mlp_source && m_model->arch.act == glu_activation::silu &&
-                       (m_traits.neurons_post || r.neurons_post) && !(m_traits.up_first || r.up_first) &&
-                       !(m_traits.neurons_pre || r.neurons_pre) && !mlp_in && !fused &&
+    // Neurons chosen only after one whole projection (the gate for CATS, CHESS and gate pruning, up for
+    // up pruning) and nothing else reading the other projection or down on its own: pairs of the
+    // other's row and the down column replace both, so a chosen neuron is one contiguous read
+    // (kernels::sparse_pairs; two scattered rows per neuron ran at 14-18 GB/s on llama-1b). Every
+    // neuron-choosing method of the set must compute the same projection first; a reserved set's
+    // up_first cannot say whether a gate-first method is in it too, so such a set takes no pairs.
+    const bool cur_post = m_traits.neurons_post, res_post = r.neurons_post;
+    const bool up_first = cur_post ? m_traits.up_first : r.up_first;
+    const bool one_first = !(res_post && r.up_first) && !(cur_post && res_post && m_traits.up_first);
+    const bool pairs = !m_mlp_source && m_model->arch.act == glu_activation::silu && (cur_post || res_post) &&
+                       one_first && !(m_traits.neurons_pre || r.neurons_pre) && !mlp_in && !fused &&
                        !(m_traits.down_in || r.down_in);
     if (pairs) need[static_cast<int>(proj::down)] = false;
     const size_t n_layers = m_model->layers.size();
     bool same = m_layouts.size() == n_layers;
     for (size_t l = 0; l < n_layers && same; ++l) {
-        same = m_layouts[l].has_pairs == pairs;
+        same = m_layouts[l].has_pairs == pairs && (!pairs || m_layouts[l].pairs.view.gate_rows == up_first);
         for (int p = 0; p < proj_count; ++p)
             same = same && m_layouts[l].has[p] == (need[p] && !(m_mlp_source && p >= static_cast<int>(proj::gate)));
     }
@@ -94,9 +99,10 @@ void context::set_method(sparsity_method* method) {
             }
             if (pairs) {
                 const layer_weights& lw = m_model->layers[l];
-                m_layouts[l].pairs = kernels::make_up_down(lw.w_up, lw.w_down, kernels::input_major_type(lw.w_down));
+                const tensor_view& rows = up_first ? lw.w_gate : lw.w_up;
+                m_layouts[l].pairs = kernels::make_pairs(rows, lw.w_down, kernels::input_major_type(lw.w_down), up_first);
                 m_layouts[l].has_pairs = true;
-                for (const tensor_view* w : {&lw.w_up, &lw.w_down})
+                for (const tensor_view* w : {&rows, &lw.w_down})
                     if (ws && ws->release(*w)) m_released_bytes += static_cast<uint64_t>(w->bytes());
             }
         }
@@ -286,7 +292,7 @@ void context::mlp_sparse(int32_t l, const token_info& ti) {
             lap(stage::select);
         }
         intersect_masks(m_masks.neurons_pre, m_masks.neurons_post, rows2);
-        if (ll.has_pairs) {  // up, GLU and down of the chosen neurons in one pass (set_method's conditions)
+        if (ll.has_pairs) {  // the rest of the chosen neurons in one pass (set_method's conditions)
             mlp_pairs(l, ti, rows2);
             return;
         }
@@ -321,31 +327,31 @@ void context::mlp_sparse(int32_t l, const token_info& ti) {
     lap(stage::down);
 }
 
-// Up, GLU and down over the layer's up|down pairs after the whole gate (m_gate) chose `rows`: the
-// neurons' up rows and down columns are read once, side by side. An observer still sees the full
-// up pre-activations and GLU (0 for the neurons not computed), as on the unfused path.
+// The rest of the MLP over the layer's pairs once the first projection (m_gate, or m_up for up
+// pruning) chose `rows`: the neurons' other rows and down columns are read once, side by side. An
+// observer still sees full gate/up pre-activations and GLU (0 for the neurons not computed), as on the
+// unfused path.
 void context::mlp_pairs(int32_t l, const token_info& ti, const index_mask& rows) {
-    const kernels::up_down_view& pv = m_layouts[static_cast<size_t>(l)].pairs.view;
+    const kernels::pair_view& pv = m_layouts[static_cast<size_t>(l)].pairs.view;
     const int64_t hidden = pv.n_neurons, dim = pv.dim;
     const int64_t scratch = kernels::fused_mlp_scratch_floats(dim, m_threads);
     if (m_pair_scratch.size() < static_cast<size_t>(scratch + hidden))
         m_pair_scratch.resize(static_cast<size_t>(scratch + hidden));
     const int32_t* idx = rows.all ? all_indices(hidden) : rows.idx.data();
     const int64_t n = rows.all ? hidden : static_cast<int64_t>(rows.idx.size());
-    float* up_c = m_observer ? m_pair_scratch.data() + scratch : nullptr;
+    float* row_c = m_observer ? m_pair_scratch.data() + scratch : nullptr;
     float* glu_c = m_observer ? m_compact.data() : nullptr;
-    kernels::sparse_up_down(pv, m_gate.data(), m_xb.data(), idx, n, m_proj.data(), m_pair_scratch.data(), glu_c, up_c,
-                            m_threads);
+    const float* pre = pv.gate_rows ? m_up.data() : m_gate.data();
+    kernels::sparse_pairs(pv, pre, m_xb.data(), idx, n, m_proj.data(), m_pair_scratch.data(), glu_c, row_c, m_threads);
     m_masks.down_in = rows;  // what the kernel read
     if (m_observer) {
+        float* other = pv.gate_rows ? m_gate.data() : m_up.data();
+        std::fill(other, other + hidden, 0.0f);
+        for (int64_t k = 0; k < n; ++k) other[idx[k]] = row_c[k];
         observe(l, probe::gate_pre, ti.pos, 1, m_gate.data(), static_cast<int32_t>(hidden));
-        std::fill(m_up.begin(), m_up.begin() + hidden, 0.0f);
-        std::fill(m_gate.begin(), m_gate.begin() + hidden, 0.0f);
-        for (int64_t k = 0; k < n; ++k) {
-            m_up[static_cast<size_t>(idx[k])] = up_c[k];
-            m_gate[static_cast<size_t>(idx[k])] = glu_c[k];
-        }
         observe(l, probe::up_pre, ti.pos, 1, m_up.data(), static_cast<int32_t>(hidden));
+        std::fill(m_gate.begin(), m_gate.begin() + hidden, 0.0f);
+        for (int64_t k = 0; k < n; ++k) m_gate[static_cast<size_t>(idx[k])] = glu_c[k];
         observe(l, probe::glu, ti.pos, 1, m_gate.data(), static_cast<int32_t>(hidden));
     }
     lap(stage::mlp_fused);

@@ -192,18 +192,19 @@ owned_bundles make_bundles(const tensor_view& gate, const tensor_view& up, const
     return b;
 }
 
-owned_up_down make_up_down(const tensor_view& up, const tensor_view& down, dtype down_type) {
-    assert(down.rows == up.cols && down.cols == up.rows && "down must be [dim, hidden]");
+owned_pairs make_pairs(const tensor_view& rows, const tensor_view& down, dtype down_type, bool gate_rows) {
+    assert(down.rows == rows.cols && down.cols == rows.rows && "down must be [dim, hidden]");
     assert(down.rows % dtype_block_elems(down_type) == 0 && "down columns of whole blocks");
-    owned_up_down p;
-    p.view.up_type = up.type;
+    owned_pairs p;
+    p.view.row_type = rows.type;
     p.view.down_type = down_type;
-    p.view.n_neurons = up.rows;
-    p.view.dim = up.cols;
+    p.view.n_neurons = rows.rows;
+    p.view.dim = rows.cols;
+    p.view.gate_rows = gate_rows;
     uint8_t* dst = aligned_buffer(p.bytes, p.view.bytes());
     p.view.data = dst;
-    rows_into(up, up.type, dst, p.view.pair_bytes());
-    transpose_into(down, down_type, dst + p.view.up_bytes(), p.view.pair_bytes());
+    rows_into(rows, rows.type, dst, p.view.pair_bytes());
+    transpose_into(down, down_type, dst + p.view.row_bytes(), p.view.pair_bytes());
     return p;
 }
 

@@ -462,15 +462,18 @@ int64_t fused_mlp_scratch_floats(int64_t dim, int /*n_threads*/) {
 namespace {
 
 // Where the fused kernel finds neuron j's rows, each at base + j * stride: gate and up (row-major rows,
-// dotted with x) and down (an input-major column). Without gate rows, gate_pre[j] is neuron j's gate
-// pre-activation, computed by the caller (CATS and CHESS compute the whole gate to choose the neurons).
+// dotted with x) and down (an input-major column). Without gate rows, `up` points at the one row per
+// neuron that is dotted (the up row, or the gate row when row_is_gate) and pre[j] is the other
+// projection's pre-activation, computed by the caller (CATS and CHESS compute the whole gate to choose
+// the neurons, up pruning the whole up).
 struct neuron_rows {
     dtype type = dtype::f32;       // of the gate and up rows
     dtype down_type = dtype::f32;  // of the down columns
     int64_t dim = 0;
     const uint8_t *gate = nullptr, *up = nullptr, *down = nullptr;
     int64_t stride = 0;  // bytes from neuron j's rows to neuron j + 1's
-    const float* gate_pre = nullptr;
+    const float* pre = nullptr;
+    bool row_is_gate = false;
     // Slices of whole 32-neuron blocks, as gemv_input_sparse cuts its channels (its bits for the down
     // part), instead of equal shares of the list.
     bool block_slices = false;
@@ -481,7 +484,7 @@ struct neuron_rows {
 };
 
 void fused_rows(const neuron_rows& r, const float* x, const int32_t* idx, int64_t n_idx, float* y, float* scratch,
-                float* glu_out, float* up_out, int n_threads) {
+                float* glu_out, float* row_out, int n_threads) {
     const int64_t dim = r.dim;
     if (dim <= 0) return;
     if (n_idx <= 0) {
@@ -531,8 +534,8 @@ void fused_rows(const neuron_rows& r, const float* x, const int32_t* idx, int64_
         float* tmp = acc + padded(dim);
         if (k1 == k0) std::fill(acc, acc + dim, 0.0f);
         // GLU values of active neurons k .. k + n - 1 (n <= k_sum_block) into a, and to glu_out when asked:
-        // their gate and up rows in one gather (rows g0, u0, g1, u1, ...; or the up rows alone beside
-        // gate_pre), each prefetching the same row of the neuron `lead` places further on, then
+        // their gate and up rows in one gather (rows g0, u0, g1, u1, ...; or a pair's one row beside
+        // `pre`), each prefetching the same row of the neuron `lead` places further on, then
         // kernels::swiglu once over them (the dense path's function, so the values equal it). One gather
         // of 2 rows per neuron paid the gather's per-call setup each time.
         auto glus = [&](int64_t k, int n, float* a, int64_t lead) {
@@ -561,12 +564,13 @@ void fused_rows(const neuron_rows& r, const float* x, const int32_t* idx, int64_
                 }
             }
             for (int i = 0; i < n; ++i) {
-                g[i] = r.gate ? gu[2 * i] : r.gate_pre[idx[k + i]];
-                u[i] = gu[per * i + per - 1];
+                const float dotted = gu[per * i + per - 1], pre = r.gate ? 0.0f : r.pre[idx[k + i]];
+                g[i] = r.gate ? gu[2 * i] : r.row_is_gate ? dotted : pre;
+                u[i] = r.row_is_gate ? pre : dotted;
             }
             swiglu(a, g, u, n);
             if (glu_out) std::copy(a, a + n, glu_out + k);
-            if (up_out) std::copy(u, u + n, up_out + k);
+            if (row_out) std::copy(r.row_is_gate ? g : u, (r.row_is_gate ? g : u) + n, row_out + k);
         };
         for (int64_t b0 = k0; b0 < k1; b0 += k_sum_block) {
             const int64_t b1 = std::min(k1, b0 + k_sum_block);
@@ -638,18 +642,19 @@ void fused_sparse_mlp(const bundle_view& b, const float* x, const int32_t* idx, 
     fused_rows(r, x, idx, n_idx, y, scratch, glu_out, nullptr, n_threads);
 }
 
-void sparse_up_down(const up_down_view& p, const float* gate_pre, const float* x, const int32_t* idx, int64_t n_idx,
-                    float* y, float* scratch, float* glu_out, float* up_out, int n_threads) {
+void sparse_pairs(const pair_view& p, const float* pre, const float* x, const int32_t* idx, int64_t n_idx, float* y,
+                  float* scratch, float* glu_out, float* row_out, int n_threads) {
     neuron_rows r;
-    r.type = p.up_type;
+    r.type = p.row_type;
     r.down_type = p.down_type;
     r.dim = p.dim;
-    r.up = p.up(0);
+    r.up = p.row(0);
     r.down = p.down(0);
     r.stride = p.pair_bytes();
-    r.gate_pre = gate_pre;
+    r.pre = pre;
+    r.row_is_gate = p.gate_rows;
     r.block_slices = true;
-    fused_rows(r, x, idx, n_idx, y, scratch, glu_out, up_out, n_threads);
+    fused_rows(r, x, idx, n_idx, y, scratch, glu_out, row_out, n_threads);
 }
 
 }  // namespace sl::kernels

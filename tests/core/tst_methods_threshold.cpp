@@ -422,8 +422,9 @@ struct recording_probe : sl::activation_observer {
     }
 };
 
-// CATS/CHESS/Gate pruning alone get up|down pair layouts (one read per chosen neuron) that replace
-// both matrices; with a method set that also prunes down's inputs (GLU pruning) they run the
+// CATS/CHESS/gate pruning alone get up|down pair layouts (one read per chosen neuron) that replace
+// both matrices, up pruning gate|down pairs; with a method set that also prunes down's inputs (GLU
+// pruning) they run the
 // separate output-sparse up and input-sparse down kernels. On stories260K (down columns far below
 // the kernels' 8 KiB split) the two are the same arithmetic: logits, every observed activation (the
 // full up pre-activations and GLU, 0 where not computed) and the executed masks agree bit for bit, and
@@ -431,9 +432,10 @@ struct recording_probe : sl::activation_observer {
 TEST(ThresholdMethods, UpDownPairsEqualTheSeparateKernels) {
     sl::method_traits separate;
     separate.down_in = true;  // GLU pruning's: gate/up row-major, down input-major
-    for (const char* name : {"cats", "chess", "gate"}) {
+    for (const char* name : {"cats", "chess", "gate", "up"}) {
         for (float d : {0.5f, 0.8f, 1.0f}) {
-            auto m = make(name, d, std::string(name) == "gate" ? 0.0f : 0.1f);
+            const bool basic = std::string(name) == "gate" || std::string(name) == "up";
+            auto m = make(name, d, basic ? 0.0f : 0.1f);
             ASSERT_TRUE(m);
             auto run_with = [&](const sl::method_traits& layouts, recording_probe& probe, uint64_t& layout_bytes) {
                 auto ctx = sl::context::create(fx().m, one_thread());
@@ -457,7 +459,8 @@ TEST(ThresholdMethods, UpDownPairsEqualTheSeparateKernels) {
             EXPECT_FALSE(a.values.empty());
             const sl::model& mod = fx().m;
             uint64_t up_down = 0;
-            for (const sl::layer_weights& lw : mod.layers) up_down += uint64_t(lw.w_up.bytes() + lw.w_down.bytes());
+            for (const sl::layer_weights& lw : mod.layers)
+                up_down += uint64_t((m->traits().up_first ? lw.w_gate : lw.w_up).bytes() + lw.w_down.bytes());
             if (m->traits().neurons_post) {
                 EXPECT_LE(pair_bytes, up_down + 128 * mod.layers.size());
                 EXPECT_GE(pair_bytes, up_down);

@@ -689,64 +689,80 @@ TEST(sparse, results_do_not_depend_on_the_thread_count) {
     }
 }
 
-// CATS/CHESS's fused up and down over an up|down pair layout (the gate is known): the same bits as the
-// separate kernels it replaces (gemv_output_sparse on up, swiglu, gemv_input_sparse on down's
-// input-major layout) on every list and ISA, GLU and up values included, at any thread count, while
-// the down columns are shorter than k_input_sparse_split_row_bytes (gemv_input_sparse's channel split);
-// K-quant up rows beside the layout type that replaces the down matrix, as a Q4_K_M file gets them.
-TEST(sparse, up_down_pairs_equal_the_separate_kernels) {
+// The fused rest of the MLP over a pair layout once one projection is known (CATS/CHESS: the gate, pairs
+// of up rows; up pruning: up, pairs of gate rows): the same bits as the separate kernels it replaces
+// (gemv_output_sparse on the rows, swiglu, gemv_input_sparse on down's input-major layout) on every list
+// and ISA, GLU and row values included, at any thread count, while the down columns are shorter than
+// k_input_sparse_split_row_bytes (gemv_input_sparse's channel split); K-quant rows beside the layout
+// type that replaces the down matrix, as a Q4_K_M file gets them.
+TEST(sparse, pairs_equal_the_separate_kernels) {
     isa_guard guard;
     struct types {
         dtype up, down;
     };
-    for (const types ty : {types{dtype::q8_0, dtype::q8_0}, types{dtype::q4_0, dtype::q4_0}, types{dtype::q4_k, dtype::q4_k},
-                           types{dtype::q4_k, dtype::q6_k}, types{dtype::f32, dtype::f32}, types{dtype::f16, dtype::f16}}) {
+    for (const types ty :
+         {types{dtype::q8_0, dtype::q8_0}, types{dtype::q4_0, dtype::q4_0}, types{dtype::q4_k, dtype::q4_k},
+          types{dtype::q4_k, dtype::q6_k}, types{dtype::f32, dtype::f32}, types{dtype::f16, dtype::f16}}) {
         for (const int64_t dim : {int64_t{64}, int64_t{256}, int64_t{1024}}) {
             const int64_t hidden = dim == 64 ? 172 : 512;
             if (dim % dtype_block_elems(ty.up) != 0 || hidden % dtype_block_elems(ty.down) != 0) continue;
             // K-quants as raw random blocks (quantize_row does not encode them).
             const auto make = [](dtype t, int64_t rows, int64_t cols, uint64_t seed) {
-                return sl::dtype_info(t).encodable ? make_matrix(t, rows, cols, seed) : random_blocks(t, rows, cols, seed);
+                return sl::dtype_info(t).encodable ? make_matrix(t, rows, cols, seed)
+                                                   : random_blocks(t, rows, cols, seed);
             };
-            const matrix up = make(ty.up, hidden, dim, 31), down = make(ty.down, dim, hidden, 32);
+            const matrix rows_m = make(ty.up, hidden, dim, 31), down = make(ty.down, dim, hidden, 32);
             const sl::dtype down_type = k::input_major_type(down.view);
             const k::owned_matrix down_t = k::to_input_major(down.view, down_type);
-            const k::owned_up_down pairs = k::make_up_down(up.view, down.view, down_type);
-            ASSERT_EQ(pairs.view.bytes(), up.view.bytes() + down_t.view.bytes());
-            ASSERT_LE(static_cast<int64_t>(pairs.bytes.size()), pairs.view.bytes() + 64);
-            for (int64_t j = 0; j < hidden; j += 97) {  // the matrices' own bytes, side by side
-                ASSERT_EQ(0, std::memcmp(pairs.view.up(j), up.view.row(j), static_cast<size_t>(pairs.view.up_bytes())));
-                ASSERT_EQ(0, std::memcmp(pairs.view.down(j), down_t.view.row(j), static_cast<size_t>(pairs.view.down_bytes())));
-            }
-            const std::vector<float> x = make_x(dim, 33, 2.0f / 16.0f);
-            const std::vector<float> gate = make_x(hidden, 34, 4.0f);
-            for (const density& d : {k_densities[0], k_densities[1], k_densities[3], k_densities[4], k_densities[5]}) {
-                for (bool clustered : {false, true}) {
-                    const std::vector<int32_t> idx = make_idx(hidden, d, clustered, 35);
-                    const auto n = static_cast<int64_t>(idx.size());
-                    for (k::isa i : isas()) {
-                        k::set_active_isa(i);
-                        SCOPED_TRACE(::testing::Message() << sl::dtype_name(ty.up) << "/" << sl::dtype_name(down_type)
-                                                          << " dim " << dim << " " << k::isa_name(i) << " density "
-                                                          << d.name << (clustered ? " clustered" : ""));
-                        std::vector<float> u(static_cast<size_t>(n)), g(static_cast<size_t>(n)), a(static_cast<size_t>(n));
-                        k::gemv_output_sparse(up.view, x.data(), idx.data(), n, u.data(), 2);
-                        for (int64_t j = 0; j < n; ++j) g[static_cast<size_t>(j)] = gate[static_cast<size_t>(idx[static_cast<size_t>(j)])];
-                        k::swiglu(a.data(), g.data(), u.data(), n);
-                        std::vector<float> full(static_cast<size_t>(hidden), 0.0f), want(static_cast<size_t>(dim));
-                        for (int64_t j = 0; j < n; ++j) full[static_cast<size_t>(idx[static_cast<size_t>(j)])] = a[static_cast<size_t>(j)];
-                        k::gemv_input_sparse(down_t.view, full.data(), idx.data(), n, want.data(), 2);
-                        for (int nt : {1, 2, 3}) {
-                            std::vector<float> y(static_cast<size_t>(dim), -1.0f), glu(static_cast<size_t>(n) + 1, -7.0f);
-                            std::vector<float> ups = glu;
-                            std::vector<float> scratch(static_cast<size_t>(k::fused_mlp_scratch_floats(dim, nt)));
-                            k::sparse_up_down(pairs.view, gate.data(), x.data(), idx.data(), n, y.data(), scratch.data(),
-                                              glu.data(), ups.data(), nt);
-                            EXPECT_EQ(0, std::memcmp(want.data(), y.data(), y.size() * 4)) << nt << " threads";
-                            EXPECT_EQ(0, std::memcmp(a.data(), glu.data(), a.size() * 4)) << nt << " threads";
-                            EXPECT_EQ(0, std::memcmp(u.data(), ups.data(), u.size() * 4)) << nt << " threads";
-                            EXPECT_EQ(glu.back(), -7.0f) << "wrote past n_idx GLU values";
-                            EXPECT_EQ(ups.back(), -7.0f) << "wrote past n_idx up values";
+            for (const bool gate_rows : {false, true}) {
+                const k::owned_pairs pairs = k::make_pairs(rows_m.view, down.view, down_type, gate_rows);
+                ASSERT_EQ(pairs.view.bytes(), rows_m.view.bytes() + down_t.view.bytes());
+                ASSERT_LE(static_cast<int64_t>(pairs.bytes.size()), pairs.view.bytes() + 64);
+                for (int64_t j = 0; j < hidden; j += 97) {  // the matrices' own bytes, side by side
+                    ASSERT_EQ(0, std::memcmp(pairs.view.row(j), rows_m.view.row(j),
+                                             static_cast<size_t>(pairs.view.row_bytes())));
+                    ASSERT_EQ(0, std::memcmp(pairs.view.down(j), down_t.view.row(j),
+                                             static_cast<size_t>(pairs.view.down_bytes())));
+                }
+                const std::vector<float> x = make_x(dim, 33, 2.0f / 16.0f);
+                const std::vector<float> pre = make_x(hidden, 34, 4.0f);  // the other projection's
+                for (const density& d :
+                     {k_densities[0], k_densities[1], k_densities[3], k_densities[4], k_densities[5]}) {
+                    for (bool clustered : {false, true}) {
+                        const std::vector<int32_t> idx = make_idx(hidden, d, clustered, 35);
+                        const auto n = static_cast<int64_t>(idx.size());
+                        for (k::isa i : isas()) {
+                            k::set_active_isa(i);
+                            SCOPED_TRACE(::testing::Message()
+                                         << sl::dtype_name(ty.up) << "/" << sl::dtype_name(down_type)
+                                         << (gate_rows ? " gate rows" : " up rows") << " dim " << dim << " "
+                                         << k::isa_name(i) << " density " << d.name << (clustered ? " clustered" : ""));
+                            std::vector<float> r(static_cast<size_t>(n)), p(static_cast<size_t>(n)),
+                                a(static_cast<size_t>(n));
+                            k::gemv_output_sparse(rows_m.view, x.data(), idx.data(), n, r.data(), 2);
+                            for (int64_t j = 0; j < n; ++j)
+                                p[static_cast<size_t>(j)] = pre[static_cast<size_t>(idx[static_cast<size_t>(j)])];
+                            if (gate_rows)
+                                k::swiglu(a.data(), r.data(), p.data(), n);
+                            else
+                                k::swiglu(a.data(), p.data(), r.data(), n);
+                            std::vector<float> full(static_cast<size_t>(hidden), 0.0f), want(static_cast<size_t>(dim));
+                            for (int64_t j = 0; j < n; ++j)
+                                full[static_cast<size_t>(idx[static_cast<size_t>(j)])] = a[static_cast<size_t>(j)];
+                            k::gemv_input_sparse(down_t.view, full.data(), idx.data(), n, want.data(), 2);
+                            for (int nt : {1, 2, 3}) {
+                                std::vector<float> y(static_cast<size_t>(dim), -1.0f),
+                                    glu(static_cast<size_t>(n) + 1, -7.0f);
+                                std::vector<float> row_vals = glu;
+                                std::vector<float> scratch(static_cast<size_t>(k::fused_mlp_scratch_floats(dim, nt)));
+                                k::sparse_pairs(pairs.view, pre.data(), x.data(), idx.data(), n, y.data(),
+                                                scratch.data(), glu.data(), row_vals.data(), nt);
+                                EXPECT_EQ(0, std::memcmp(want.data(), y.data(), y.size() * 4)) << nt << " threads";
+                                EXPECT_EQ(0, std::memcmp(a.data(), glu.data(), a.size() * 4)) << nt << " threads";
+                                EXPECT_EQ(0, std::memcmp(r.data(), row_vals.data(), r.size() * 4)) << nt << " threads";
+                                EXPECT_EQ(glu.back(), -7.0f) << "wrote past n_idx GLU values";
+                                EXPECT_EQ(row_vals.back(), -7.0f) << "wrote past n_idx row values";
+                            }
                         }
                     }
                 }

@@ -56,7 +56,7 @@ enum class stage : uint8_t {
     glu,        // SwiGLU/GeGLU and the scatter of computed neurons
     down,       // down projection
     mlp_fused,  // a fused kernel's MLP: a fused method's whole MLP (differential-cache update and kernel),
-                // or up, GLU and down over up|down pairs after the whole gate (CATS, CHESS)
+                // or the rest of the MLP over pair layouts after one whole projection (CATS, CHESS)
     select,     // the method's mask selection (top-k, thresholds, scores)
     fetch,      // offloaded MLP weights read from storage (mlp_weight_source)
     logits,     // final norm, classifier, soft-cap
@@ -103,8 +103,8 @@ public:
     // row-major original for this context: dense tokens run on it too (so density 1 is bit-identical to
     // dense on the same layout) and the original's file-mapped pages are released, so the weights stay
     // resident once. Gate/up stay row-major when a method also selects neurons (output-sparse rows);
-    // when neurons are chosen only after the whole gate (and nothing else needs up or down row-major
-    // or input-major), up and down become one up|down pair layout that replaces both.
+    // when neurons are chosen only after one whole projection (and nothing else needs the other or down
+    // on its own), the other projection and down become one pair layout that replaces both.
     // layout_bytes() reports the layouts' memory. With a method attached every token runs the
     // single-token sparse path, so prefill and decode execute identical masks and arithmetic (prefill is
     // then slower, never different). Layouts are kept when the next method needs the same ones.
@@ -173,12 +173,13 @@ private:
     }
 
     // Input-major layouts of one layer's projections, built only for the projections a method prunes by input.
-    // A method that computes the whole gate and then chooses neurons (CATS, CHESS, Gate pruning) gets
-    // up and down as one up|down pair layout instead (kernels::sparse_up_down), replacing both.
+    // A method that computes one GLU projection whole and then chooses neurons (CATS, CHESS, gate and
+    // up pruning) gets the other projection and down as one pair layout instead (kernels::sparse_pairs),
+    // replacing both.
     struct layer_layouts {
         kernels::owned_matrix t[proj_count];
         bool has[proj_count] = {};
-        kernels::owned_up_down pairs;
+        kernels::owned_pairs pairs;
         bool has_pairs = false;
     };
 
@@ -197,7 +198,7 @@ private:
     std::vector<layer_density> m_density_sum;
     int64_t m_density_tokens = 0;
     std::vector<float> m_compact;  // output-sparse results before scattering
-    std::vector<float> m_pair_scratch;  // kernels::sparse_up_down's scratch, then compact up values (observers)
+    std::vector<float> m_pair_scratch;  // kernels::sparse_pairs' scratch, then the compact row values (observers)
     std::shared_ptr<fused_mlp_state> m_fused;  // per-layer caches of a fused method (shared_ptr: incomplete type)
     bool m_timing = false;
     std::chrono::steady_clock::time_point m_lap;  // the last stage boundary while timing

@@ -58,34 +58,36 @@ struct owned_bundles {
 // Quantized types need dim % 32 == 0.
 owned_bundles make_bundles(const tensor_view& gate, const tensor_view& up, const tensor_view& down, dtype type);
 
-// An up|down pair layout for methods that compute the whole gate and then only some neurons' up and
-// down (CATS, CHESS): for GLU neuron j, up row j (dim elements of up_type: the matrix's own bytes, so
-// up_j . x is the row kernel's) and down column j (an input-major row of dim elements of down_type)
-// back to back. A chosen neuron costs one contiguous read of both instead of two scattered ones, and
-// the pairs replace both matrices (memory 1.0x).
-struct up_down_view {
-    dtype up_type = dtype::f32;
+// A pair layout for methods that compute one GLU projection whole, choose neurons from it, and need
+// only those neurons' other row and down column (CATS, CHESS and gate pruning compute the gate, so the
+// pairs hold up rows; up pruning computes up, so they hold gate rows): for neuron j, that row (dim
+// elements of row_type: the matrix's own bytes, so its dot with x is the row kernel's) and down column
+// j (an input-major row of dim elements of down_type) back to back. A chosen neuron costs one
+// contiguous read instead of two scattered ones, and the pairs replace both matrices (memory 1.0x).
+struct pair_view {
+    dtype row_type = dtype::f32;
     dtype down_type = dtype::f32;  // input_major_type(down): the layout type replacing the down matrix
     int64_t n_neurons = 0;
     int64_t dim = 0;
     const void* data = nullptr;
+    bool gate_rows = false;  // the rows are the gate's (up computed first), else the up projection's
 
-    int64_t up_bytes() const { return dtype_row_bytes(up_type, dim); }
+    int64_t row_bytes() const { return dtype_row_bytes(row_type, dim); }
     int64_t down_bytes() const { return dtype_row_bytes(down_type, dim); }
-    int64_t pair_bytes() const { return up_bytes() + down_bytes(); }
+    int64_t pair_bytes() const { return row_bytes() + down_bytes(); }
     int64_t bytes() const { return n_neurons * pair_bytes(); }
-    const uint8_t* up(int64_t j) const { return static_cast<const uint8_t*>(data) + j * pair_bytes(); }
-    const uint8_t* down(int64_t j) const { return up(j) + up_bytes(); }
+    const uint8_t* row(int64_t j) const { return static_cast<const uint8_t*>(data) + j * pair_bytes(); }
+    const uint8_t* down(int64_t j) const { return row(j) + row_bytes(); }
 };
 
-struct owned_up_down {
+struct owned_pairs {
     std::vector<uint8_t> bytes;  // as owned_matrix: the memory cost, 64-byte aligned view, huge pages
-    up_down_view view;
+    pair_view view;
 };
 
-// Pairs from up [hidden, dim] (rows copied as they are) and down [dim, hidden] (columns written as
-// input-major rows of down_type, as to_input_major(down, down_type) writes them).
-owned_up_down make_up_down(const tensor_view& up, const tensor_view& down, dtype down_type);
+// Pairs from rows [hidden, dim] (gate or up, copied as they are) and down [dim, hidden] (columns written
+// as input-major rows of down_type, as to_input_major(down, down_type) writes them).
+owned_pairs make_pairs(const tensor_view& rows, const tensor_view& down, dtype down_type, bool gate_rows);
 
 // ---- Kernels ---------------------------------------------------------------------------------------
 // Index lists are sorted ascending, unique and in range; n_idx may be 0. Threads split outputs (or
@@ -149,16 +151,16 @@ int64_t fused_mlp_scratch_floats(int64_t dim, int n_threads);
 void fused_sparse_mlp(const bundle_view& b, const float* x, const int32_t* idx, int64_t n_idx, float* y, float* scratch,
                       float* glu_out, int n_threads);
 
-// The up and down halves of a SwiGLU MLP whose gate pre-activations are known (CATS and CHESS compute
-// the whole gate to choose the neurons), fused like fused_sparse_mlp over an up|down pair layout:
-// y = sum_{j in idx} down_j * silu(gate_pre[j]) * (up_j . x). glu_out / up_out (optional, compact,
-// n_idx entries) receive each active neuron's GLU value and up pre-activation; scratch of
-// fused_mlp_scratch_floats(dim). The active list is cut into slices of whole 32-neuron blocks as
-// gemv_input_sparse cuts its channels, so when the down columns are shorter than
-// k_input_sparse_split_row_bytes y is bit for bit gemv_output_sparse(up) -> swiglu ->
+// The rest of a SwiGLU MLP whose first projection is known, fused like fused_sparse_mlp over a pair
+// layout: y = sum_{j in idx} down_j * silu(g_j) * u_j, where the pairs' rows give row_j . x and `pre`
+// the first projection's pre-activations (pre = gate, rows = up for CATS and CHESS; pre = up, rows =
+// gate for up pruning). glu_out / row_out (optional, compact, n_idx entries) receive each active
+// neuron's GLU value and row_j . x; scratch of fused_mlp_scratch_floats(dim). The active list is cut
+// into slices of whole 32-neuron blocks as gemv_input_sparse cuts its channels, so when the down columns
+// are shorter than k_input_sparse_split_row_bytes y is bit for bit gemv_output_sparse(rows) -> swiglu ->
 // gemv_input_sparse(down input-major) on the same list; it never depends on n_threads. Every type and
 // ISA runs (an integer chunk for the down columns where the ISA has one, the f32 axpy elsewhere).
-void sparse_up_down(const up_down_view& p, const float* gate_pre, const float* x, const int32_t* idx, int64_t n_idx,
-                    float* y, float* scratch, float* glu_out, float* up_out, int n_threads);
+void sparse_pairs(const pair_view& p, const float* pre, const float* x, const int32_t* idx, int64_t n_idx, float* y,
+                  float* scratch, float* glu_out, float* row_out, int n_threads);
 
 }  // namespace sl::kernels
