@@ -80,11 +80,12 @@ void for_each_projection_read(const context& ctx, F&& f) {
 
 // Weight bytes per token each stage read, from the densities the engine reported (all 1 when dense):
 // q/k/v, o, gate/up and down. A fused method's (GRIFFIN, SparseLLM) MLP bytes go to the fused stage;
-// when up and down ran as up|down pairs after the whole gate (CATS, CHESS), the gate stays in mlp_in
-// and up/down go there. Mixed tokens (fused and unfused MLPs among the timed ones) leave the stages
-// concerned without a byte count.
+// when the rest of the MLP ran over pair layouts after one whole projection (CATS, CHESS, gate/up
+// pruning), that projection stays in mlp_in and the pairs' projections go there. Mixed tokens (fused
+// and unfused MLPs among the timed ones) leave the stages concerned without a byte count.
 void stage_weight_bytes(const context& ctx, const stage_times& st, double* out) {
     const bool whole = ctx.method() && ctx.method()->traits().fused;
+    const bool up_first = ctx.method() && ctx.method()->traits().up_first;
     const bool fused = st.at(stage::mlp_fused) > 0;
     const bool mixed = fused && (st.at(stage::down) > 0 || (whole && st.at(stage::mlp_in) > 0));
     for_each_projection_read(ctx, [&](int p, double bytes) {
@@ -92,9 +93,9 @@ void stage_weight_bytes(const context& ctx, const stage_times& st, double* out) 
         if (p == static_cast<int>(proj::o)) {
             s = stage::o;
         } else if (p >= static_cast<int>(proj::gate)) {
-            const bool gate = p == static_cast<int>(proj::gate);
-            if (mixed && (whole || !gate)) return;
-            s = fused && (whole || !gate) ? stage::mlp_fused
+            const bool first = p == static_cast<int>(up_first ? proj::up : proj::gate);  // computed whole
+            if (mixed && (whole || !first)) return;
+            s = fused && (whole || !first) ? stage::mlp_fused
                 : p == static_cast<int>(proj::down) ? stage::down
                                                     : stage::mlp_in;
         }

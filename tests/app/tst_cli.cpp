@@ -158,6 +158,24 @@ TEST(Cli, BenchStagesJson) {
     // The ideal of a weight stage scales dense's time by the bytes.
     EXPECT_NEAR(by["mlp_in"]["ideal_ms"].get<double>(), by["mlp_in"]["dense_ms"].get<double>() * dip_in / dense_in, 1e-9);
 
+    // Pair layouts (gate and up pruning: the projection computed whole, then the other's rows and down
+    // columns of the chosen neurons in one fused pass): the whole projection's bytes stay in mlp_in, the
+    // pairs' go to mlp_fused, nothing to down.
+    for (const char* method : {"gate", "up"}) {
+        const run_result p = run_cli("bench " + q("models/stories260K_f32.bin") + " --method " + method +
+                                     " --density 0.6 --gen 4 --prompt-len 4 --reps 1 --threads 1 --stages --json");
+        ASSERT_EQ(p.code, 0) << p.err;
+        const auto pj = nlohmann::json::parse(p.out);
+        const auto& b = pj["stages"]["by_stage"];
+        SCOPED_TRACE(method);
+        EXPECT_EQ(b["mlp_in"]["method_weight_bytes"].get<double>(), 5.0 * 172 * 64 * 4);  // one whole projection
+        EXPECT_GT(b["mlp_fused"]["method_ms"].get<double>(), 0.0);
+        EXPECT_GT(b["mlp_fused"]["method_weight_bytes"].get<double>(), 0.0);
+        EXPECT_LT(b["mlp_fused"]["method_weight_bytes"].get<double>(), 2.0 * 5 * 172 * 64 * 4);
+        EXPECT_EQ(b["down"]["method_ms"].get<double>(), 0.0);
+        EXPECT_EQ(b["glu"]["method_ms"].get<double>(), 0.0);
+    }
+
     const run_result t = run_cli("bench " + q("models/stories260K_f32.bin") + " --gen 3 --prompt-len 4 --reps 1 --stages");
     ASSERT_EQ(t.code, 0) << t.err;
     EXPECT_NE(t.out.find("stages     decode ms per token by stage"), std::string::npos) << t.out;
