@@ -108,11 +108,12 @@ void context::add_residual(const float* post_norm, int32_t n) {
     for (size_t i = 0; i < static_cast<size_t>(n) * dim; ++i) m_x[i] += m_proj[i];
 }
 
+kernels::glu_kind context::glu_kind() const {
+    return m_model->arch.act == glu_activation::gelu_tanh ? kernels::glu_kind::gelu_tanh : kernels::glu_kind::silu;
+}
+
 void context::glu(float* y, const float* gate, const float* up, int64_t n) const {
-    if (m_model->arch.act == glu_activation::gelu_tanh)
-        kernels::geglu(y, gate, up, n);
-    else
-        kernels::swiglu(y, gate, up, n);
+    kernels::glu(glu_kind(), y, gate, up, n);
 }
 
 }  // namespace sl

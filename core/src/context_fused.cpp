@@ -39,7 +39,8 @@ void context::mlp_fused(int32_t l, const token_info& ti) {
         observe(l, probe::gate_pre, ti.pos, 1, m_gate.data(), hidden);
         observe(l, probe::up_pre, ti.pos, 1, m_up.data(), hidden);
     }
-    cache.run(m_xb.data(), m_proj.data(), m_observer ? m_gate.data() : nullptr, m_fused->scratch.data(), m_threads);
+    cache.run(m_xb.data(), m_proj.data(), m_observer ? m_gate.data() : nullptr, m_fused->scratch.data(), m_threads,
+              glu_kind());
     if (m_observer) observe(l, probe::glu, ti.pos, 1, m_gate.data(), hidden);
     m_masks.down_in = rows;  // report what the kernel read, as the unfused path does
 }

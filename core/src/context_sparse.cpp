@@ -34,11 +34,10 @@ void context::set_method(sparsity_method* method) {
     m_method = method;
     m_prompt_open = false;
     m_traits = method ? method->traits() : method_traits{};
-    // The fused path needs the SwiGLU kernel and bundles that are exact copies of the weights (a K-quant
-    // file's would be re-encoded: other rounding than the unfused kernels, more bytes, no speed-up).
-    // Otherwise the same neuron sets run through the unfused output-sparse gate/up and input-sparse
-    // down kernels.
-    const bool fusable = m_model->arch.act == glu_activation::silu && fused_bundles_keep_types(*m_model);
+    // The fused path needs bundles that are exact copies of the weights (a K-quant file's would be
+    // re-encoded: other rounding than the unfused kernels, more bytes, no speed-up). Otherwise the same
+    // neuron sets run through the unfused output-sparse gate/up and input-sparse down kernels.
+    const bool fusable = fused_bundles_keep_types(*m_model);
     if (!fusable) m_traits.fused = false;
     m_fused.reset();
     m_rows_paged.assign(m_model->layers.size(), 0);
@@ -69,7 +68,7 @@ void context::set_method(sparsity_method* method) {
     const bool cur_post = m_traits.neurons_post, res_post = r.neurons_post;
     const bool up_first = cur_post ? m_traits.up_first : r.up_first;
     const bool one_first = !(res_post && r.up_first) && !(cur_post && res_post && m_traits.up_first);
-    const bool pairs = !m_mlp_source && m_model->arch.act == glu_activation::silu && (cur_post || res_post) &&
+    const bool pairs = !m_mlp_source && (cur_post || res_post) &&
                        one_first && !(m_traits.neurons_pre || r.neurons_pre) && !mlp_in && !fused &&
                        !(m_traits.down_in || r.down_in);
     if (pairs) need[static_cast<int>(proj::down)] = false;
@@ -342,7 +341,8 @@ void context::mlp_pairs(int32_t l, const token_info& ti, const index_mask& rows)
     float* row_c = m_observer ? m_pair_scratch.data() + scratch : nullptr;
     float* glu_c = m_observer ? m_compact.data() : nullptr;
     const float* pre = pv.gate_rows ? m_up.data() : m_gate.data();
-    kernels::sparse_pairs(pv, pre, m_xb.data(), idx, n, m_proj.data(), m_pair_scratch.data(), glu_c, row_c, m_threads);
+    kernels::sparse_pairs(pv, pre, m_xb.data(), idx, n, m_proj.data(), m_pair_scratch.data(), glu_c, row_c, m_threads,
+                          glu_kind());
     m_masks.down_in = rows;  // what the kernel read
     if (m_observer) {
         float* other = pv.gate_rows ? m_gate.data() : m_up.data();

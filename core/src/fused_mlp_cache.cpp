@@ -164,10 +164,11 @@ void differential_bundle_cache::update(std::span<const int32_t> active, fused_ml
     stats.update_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-void differential_bundle_cache::run(const float* x, float* y, float* glu, float* scratch, int n_threads) {
+void differential_bundle_cache::run(const float* x, float* y, float* glu, float* scratch, int n_threads,
+                                    kernels::glu_kind act) {
     const auto n = static_cast<int64_t>(m_run.size());
     kernels::fused_sparse_mlp(m_view, x, m_run.data(), n, y, scratch, glu ? m_glu_compact.data() : nullptr,
-                              n_threads);
+                              n_threads, act);
     if (!glu) return;
     std::fill(glu, glu + m_hidden, 0.0f);
     for (int64_t k = 0; k < n; ++k)

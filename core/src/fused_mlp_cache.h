@@ -33,9 +33,9 @@ public:
     // Large copies run on n_threads.
     void update(std::span<const int32_t> active, fused_mlp_stats& stats, int n_threads);
 
-    // y[dim] = sum over the active set of down_j * silu(gate_j . x) * (up_j . x). `glu` (optional,
+    // y[dim] = sum over the active set of down_j * act(gate_j . x) * (up_j . x). `glu` (optional,
     // [hidden]) receives the GLU values at the neurons' positions and 0 elsewhere.
-    void run(const float* x, float* y, float* glu, float* scratch, int n_threads);
+    void run(const float* x, float* y, float* glu, float* scratch, int n_threads, kernels::glu_kind act);
 
     // Drops every slot and frees the buffer (the next update copies its whole active set afresh).
     void clear();

@@ -474,6 +474,7 @@ struct neuron_rows {
     int64_t stride = 0;  // bytes from neuron j's rows to neuron j + 1's
     const float* pre = nullptr;
     bool row_is_gate = false;
+    glu_kind act = glu_kind::silu;
     // Slices of whole 32-neuron blocks, as gemv_input_sparse cuts its channels (its bits for the down
     // part), instead of equal shares of the list.
     bool block_slices = false;
@@ -536,7 +537,7 @@ void fused_rows(const neuron_rows& r, const float* x, const int32_t* idx, int64_
         // GLU values of active neurons k .. k + n - 1 (n <= k_sum_block) into a, and to glu_out when asked:
         // their gate and up rows in one gather (rows g0, u0, g1, u1, ...; or a pair's one row beside
         // `pre`), each prefetching the same row of the neuron `lead` places further on, then
-        // kernels::swiglu once over them (the dense path's function, so the values equal it). One gather
+        // kernels::glu once over them (the dense path's function, so the values equal it). One gather
         // of 2 rows per neuron paid the gather's per-call setup each time.
         auto glus = [&](int64_t k, int n, float* a, int64_t lead) {
             float gu[2 * k_sum_block], g[k_sum_block], u[k_sum_block];
@@ -568,7 +569,7 @@ void fused_rows(const neuron_rows& r, const float* x, const int32_t* idx, int64_
                 g[i] = r.gate ? gu[2 * i] : r.row_is_gate ? dotted : pre;
                 u[i] = r.row_is_gate ? pre : dotted;
             }
-            swiglu(a, g, u, n);
+            glu(r.act, a, g, u, n);
             if (glu_out) std::copy(a, a + n, glu_out + k);
             if (row_out) std::copy(r.row_is_gate ? g : u, (r.row_is_gate ? g : u) + n, row_out + k);
         };
@@ -629,8 +630,9 @@ void fused_rows(const neuron_rows& r, const float* x, const int32_t* idx, int64_
 }  // namespace
 
 void fused_sparse_mlp(const bundle_view& b, const float* x, const int32_t* idx, int64_t n_idx, float* y, float* scratch,
-                      float* glu_out, int n_threads) {
+                      float* glu_out, int n_threads, glu_kind act) {
     neuron_rows r;
+    r.act = act;
     r.type = b.type;
     r.down_type = b.down_type();
     r.dim = b.dim;
@@ -643,8 +645,9 @@ void fused_sparse_mlp(const bundle_view& b, const float* x, const int32_t* idx, 
 }
 
 void sparse_pairs(const pair_view& p, const float* pre, const float* x, const int32_t* idx, int64_t n_idx, float* y,
-                  float* scratch, float* glu_out, float* row_out, int n_threads) {
+                  float* scratch, float* glu_out, float* row_out, int n_threads, glu_kind act) {
     neuron_rows r;
+    r.act = act;
     r.type = p.row_type;
     r.down_type = p.down_type;
     r.dim = p.dim;

@@ -93,6 +93,30 @@ void run_all_methods(const std::string& arch, const std::string& shape = "small"
         }
         EXPECT_GT(r->kld_mean, 0.0) << arch << " " << name;
     }
+    // Gate pruning's pair layout (up rows beside down columns, one fused pass with the model's own GLU:
+    // GeGLU on Gemma) gives the logits of the separate output-sparse up and input-sparse down kernels
+    // (a method set that also prunes down's inputs keeps those layouts), bit for bit on these small
+    // shapes (down columns under 8 KiB).
+    sl::method_config gc = sl::method_default_config();
+    gc.name = "gate";
+    gc.density = want;
+    auto gate = sl::make_method(gc, *m, nullptr);
+    ASSERT_TRUE(gate.ok()) << gate.message();
+    auto logits = [&](const sl::method_traits& reserved) {
+        auto c = sl::context::create(*m, xp);
+        EXPECT_TRUE(c.ok());
+        c->reserve_layouts(reserved);
+        c->set_method(gate->get());
+        std::vector<float> all(static_cast<size_t>(32) * static_cast<size_t>(m->hp.vocab_size));
+        c->prefill({tokens.data(), 32}, 0, all.data());
+        return std::make_pair(all, c->layout_bytes());
+    };
+    sl::method_traits separate;
+    separate.down_in = true;
+    const auto [paired, pair_bytes] = logits({});
+    const auto [split, split_bytes] = logits(separate);
+    EXPECT_EQ(paired, split) << arch;
+    EXPECT_GT(pair_bytes, split_bytes) << arch << ": the pairs replace up too";
     fs::remove(p.path);
 }
 

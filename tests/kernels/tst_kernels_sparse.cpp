@@ -691,10 +691,10 @@ TEST(sparse, results_do_not_depend_on_the_thread_count) {
 
 // The fused rest of the MLP over a pair layout once one projection is known (CATS/CHESS: the gate, pairs
 // of up rows; up pruning: up, pairs of gate rows): the same bits as the separate kernels it replaces
-// (gemv_output_sparse on the rows, swiglu, gemv_input_sparse on down's input-major layout) on every list
-// and ISA, GLU and row values included, at any thread count, while the down columns are shorter than
-// k_input_sparse_split_row_bytes (gemv_input_sparse's channel split); K-quant rows beside the layout
-// type that replaces the down matrix, as a Q4_K_M file gets them.
+// (gemv_output_sparse on the rows, SwiGLU or GeGLU, gemv_input_sparse on down's input-major layout) on
+// every list and ISA, GLU and row values included, at any thread count, while the down columns are
+// shorter than k_input_sparse_split_row_bytes (gemv_input_sparse's channel split); K-quant rows beside
+// the layout type that replaces the down matrix, as a Q4_K_M file gets them.
 TEST(sparse, pairs_equal_the_separate_kernels) {
     isa_guard guard;
     struct types {
@@ -714,7 +714,12 @@ TEST(sparse, pairs_equal_the_separate_kernels) {
             const matrix rows_m = make(ty.up, hidden, dim, 31), down = make(ty.down, dim, hidden, 32);
             const sl::dtype down_type = k::input_major_type(down.view);
             const k::owned_matrix down_t = k::to_input_major(down.view, down_type);
-            for (const bool gate_rows : {false, true}) {
+            struct variant {
+                bool gate_rows;
+                k::glu_kind act;
+            };
+            for (const auto [gate_rows, act] : {variant{false, k::glu_kind::silu}, variant{true, k::glu_kind::silu},
+                                                variant{false, k::glu_kind::gelu_tanh}}) {
                 const k::owned_pairs pairs = k::make_pairs(rows_m.view, down.view, down_type, gate_rows);
                 ASSERT_EQ(pairs.view.bytes(), rows_m.view.bytes() + down_t.view.bytes());
                 ASSERT_LE(static_cast<int64_t>(pairs.bytes.size()), pairs.view.bytes() + 64);
@@ -735,7 +740,8 @@ TEST(sparse, pairs_equal_the_separate_kernels) {
                             k::set_active_isa(i);
                             SCOPED_TRACE(::testing::Message()
                                          << sl::dtype_name(ty.up) << "/" << sl::dtype_name(down_type)
-                                         << (gate_rows ? " gate rows" : " up rows") << " dim " << dim << " "
+                                         << (gate_rows ? " gate rows" : " up rows")
+                                         << (act == k::glu_kind::silu ? " silu" : " gelu") << " dim " << dim << " "
                                          << k::isa_name(i) << " density " << d.name << (clustered ? " clustered" : ""));
                             std::vector<float> r(static_cast<size_t>(n)), p(static_cast<size_t>(n)),
                                 a(static_cast<size_t>(n));
@@ -743,9 +749,9 @@ TEST(sparse, pairs_equal_the_separate_kernels) {
                             for (int64_t j = 0; j < n; ++j)
                                 p[static_cast<size_t>(j)] = pre[static_cast<size_t>(idx[static_cast<size_t>(j)])];
                             if (gate_rows)
-                                k::swiglu(a.data(), r.data(), p.data(), n);
+                                k::glu(act, a.data(), r.data(), p.data(), n);
                             else
-                                k::swiglu(a.data(), p.data(), r.data(), n);
+                                k::glu(act, a.data(), p.data(), r.data(), n);
                             std::vector<float> full(static_cast<size_t>(hidden), 0.0f), want(static_cast<size_t>(dim));
                             for (int64_t j = 0; j < n; ++j)
                                 full[static_cast<size_t>(idx[static_cast<size_t>(j)])] = a[static_cast<size_t>(j)];
@@ -756,7 +762,7 @@ TEST(sparse, pairs_equal_the_separate_kernels) {
                                 std::vector<float> row_vals = glu;
                                 std::vector<float> scratch(static_cast<size_t>(k::fused_mlp_scratch_floats(dim, nt)));
                                 k::sparse_pairs(pairs.view, pre.data(), x.data(), idx.data(), n, y.data(),
-                                                scratch.data(), glu.data(), row_vals.data(), nt);
+                                                scratch.data(), glu.data(), row_vals.data(), nt, act);
                                 EXPECT_EQ(0, std::memcmp(want.data(), y.data(), y.size() * 4)) << nt << " threads";
                                 EXPECT_EQ(0, std::memcmp(a.data(), glu.data(), a.size() * 4)) << nt << " threads";
                                 EXPECT_EQ(0, std::memcmp(r.data(), row_vals.data(), r.size() * 4)) << nt << " threads";

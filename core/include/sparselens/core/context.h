@@ -164,6 +164,7 @@ private:
     void attend(int32_t l, int32_t n, int32_t pos0);       // KV cache write, attention into m_att
     void add_residual(const float* post_norm, int32_t n);  // m_x += post_norm(m_proj)
     void glu(float* y, const float* gate, const float* up, int64_t n) const;
+    kernels::glu_kind glu_kind() const;  // the model's activation, as the fused kernels take it
     void lap(stage s) {
         if (m_timing) lap_timed(s);
     }

@@ -39,6 +39,12 @@ void swiglu(float* y, const float* gate, const float* up, int64_t n);
 // up == nullptr multiplies by 1. The same bits on every ISA (the same vector exp as swiglu).
 void geglu(float* y, const float* gate, const float* up, int64_t n);
 
+// The gated linear unit of an MLP: SwiGLU (Llama, Qwen, Phi-3, Mistral) or GeGLU (Gemma).
+enum class glu_kind : uint8_t { silu, gelu_tanh };
+inline void glu(glu_kind k, float* y, const float* gate, const float* up, int64_t n) {
+    k == glu_kind::gelu_tanh ? geglu(y, gate, up, n) : swiglu(y, gate, up, n);
+}
+
 // y = cap * tanh(x / cap) elementwise (Gemma-2's soft-capping), n elements, y may be x. The same bits on
 // every ISA (~4 ulp; the vector exp).
 void softcap(float* y, const float* x, int64_t n, float cap);

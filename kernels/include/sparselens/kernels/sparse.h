@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "sparselens/kernels/attention.h"
 #include "sparselens/kernels/types.h"
 
 namespace sl::kernels {
@@ -143,24 +144,25 @@ void gemv_output_sparse(const tensor_view& w, const float* x, const int32_t* idx
 // list, a partial output and a block temporary (n_threads does not change it).
 int64_t fused_mlp_scratch_floats(int64_t dim, int n_threads);
 
-// Fused sparse gated MLP over active neurons: y = sum_{j in idx} down_j * silu(gate_j . x) * (up_j . x).
+// Fused sparse gated MLP over active neurons: y = sum_{j in idx} down_j * act(gate_j . x) * (up_j . x),
+// act SiLU or GELU-tanh (`act`: kernels::glu's, so the values equal the dense path's).
 // If `glu_out` is non-null it receives the GLU value of each active neuron (compact, n_idx entries),
 // bit-identical to swiglu(gemv(gate), gemv(up)) when the bundles hold the matrices' own rows. idx is
 // cut into a fixed number of contiguous slices whose partial outputs are summed in slice order, so y
 // never depends on n_threads (bit for bit).
 void fused_sparse_mlp(const bundle_view& b, const float* x, const int32_t* idx, int64_t n_idx, float* y, float* scratch,
-                      float* glu_out, int n_threads);
+                      float* glu_out, int n_threads, glu_kind act = glu_kind::silu);
 
-// The rest of a SwiGLU MLP whose first projection is known, fused like fused_sparse_mlp over a pair
-// layout: y = sum_{j in idx} down_j * silu(g_j) * u_j, where the pairs' rows give row_j . x and `pre`
+// The rest of a gated MLP whose first projection is known, fused like fused_sparse_mlp over a pair
+// layout: y = sum_{j in idx} down_j * act(g_j) * u_j, where the pairs' rows give row_j . x and `pre`
 // the first projection's pre-activations (pre = gate, rows = up for CATS and CHESS; pre = up, rows =
 // gate for up pruning). glu_out / row_out (optional, compact, n_idx entries) receive each active
 // neuron's GLU value and row_j . x; scratch of fused_mlp_scratch_floats(dim). The active list is cut
 // into slices of whole 32-neuron blocks as gemv_input_sparse cuts its channels, so when the down columns
-// are shorter than k_input_sparse_split_row_bytes y is bit for bit gemv_output_sparse(rows) -> swiglu ->
+// are shorter than k_input_sparse_split_row_bytes y is bit for bit gemv_output_sparse(rows) -> glu ->
 // gemv_input_sparse(down input-major) on the same list; it never depends on n_threads. Every type and
 // ISA runs (an integer chunk for the down columns where the ISA has one, the f32 axpy elsewhere).
 void sparse_pairs(const pair_view& p, const float* pre, const float* x, const int32_t* idx, int64_t n_idx, float* y,
-                  float* scratch, float* glu_out, float* row_out, int n_threads);
+                  float* scratch, float* glu_out, float* row_out, int n_threads, glu_kind act = glu_kind::silu);
 
 }  // namespace sl::kernels
