@@ -15,11 +15,14 @@ namespace {
 // Copies of at least this many bytes in one update run on the context's threads.
 constexpr int64_t k_parallel_copy_bytes = 1 << 20;
 
-// The bundle type: the layouts' own when all three share it and dim is whole blocks of it, so copies
-// are memcpys (K-quants as the down layout is written, dtype_replacing_layout_type); mixed quantized
-// types (a Q4_K_M layer with a Q6_K down) meet in Q8_0, finer than each; otherwise F32, which
-// represents every source type exactly. `down` is the type of the down projection's input-major layout.
+// The type of the bundles' gate and up rows: the matrices' own when they share it (copies are memcpys;
+// the down parts are copies of the down layout in its own type, whatever it is: Q4_K rows beside a
+// Q4_0x8 or Q6_0x8 down on a Q4_K_M file). Otherwise (gate and up of different types) one type both
+// are re-encoded in: the layout type of the down part when it suits both, mixed quantized types meet in
+// Q8_0, finer than each, the rest in F32, which represents every source type exactly. `down` is the
+// type of the down projection's input-major layout.
 dtype pick_bundle_type(dtype gate, dtype up, dtype down, int64_t dim) {
+    if (gate == up && dim % dtype_block_elems(gate) == 0) return gate;
     // Bundle rows are dotted row by row: Q6_0x8 (an input-major-only type) is not one of their types.
     dtype t = dtype_bundle_type(dtype_replacing_layout_type(gate));
     if (dtype_bundle_type(dtype_replacing_layout_type(up)) != t || dtype_x8_base(down) != t) {
@@ -52,7 +55,7 @@ bool fused_bundles_keep_types(const model& m) {
         // The down layout context::set_method builds (and the cache copies its columns from).
         const dtype down = kernels::input_major_type(lw.w_down);
         const dtype t = pick_bundle_type(lw.w_gate.type, lw.w_up.type, down, m.hp.dim);
-        if (t != lw.w_gate.type || t != lw.w_up.type || dtype_input_major_form(t, m.hp.dim) != down) return false;
+        if (t != lw.w_gate.type || t != lw.w_up.type) return false;
     }
     return true;
 }
@@ -67,6 +70,7 @@ differential_bundle_cache::differential_bundle_cache(const layer_weights& lw, co
     assert(lw.w_gate.rows == hidden && lw.w_gate.cols == dim && down_t.rows == hidden && down_t.cols == dim);
     m_view.type = m_type;
     m_view.dim = dim;
+    m_view.down = m_type == lw.w_gate.type && m_type == lw.w_up.type ? down_t.type : dtype_input_major_form(m_type, dim);
     m_view.n_neurons = 0;
     m_slot_of.assign(static_cast<size_t>(hidden), -1);
     m_mark.assign(static_cast<size_t>(hidden), 0);
@@ -98,7 +102,7 @@ void differential_bundle_cache::clear() {
 
 void differential_bundle_cache::copy_neuron(int32_t j, int32_t slot) {
     thread_local std::vector<float> row;  // conversion scratch (copies run on several threads)
-    const int64_t part = m_view.part_bytes();
+    const int64_t part = m_view.part_bytes();  // gate, up; then the down part
     uint8_t* dst = m_compact.data() + static_cast<size_t>(slot) * m_view.bundle_bytes();
     convert_row(m_lw->w_gate.type, m_lw->w_gate.row(j), m_type, dst, m_dim, row);
     convert_row(m_lw->w_up.type, m_lw->w_up.row(j), m_type, dst + part, m_dim, row);

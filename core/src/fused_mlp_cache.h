@@ -20,10 +20,11 @@ namespace sl {
 //
 // Bundles are copied from the model's own gate/up rows and from the context's input-major layout of
 // down (one contiguous row per down column; it replaces the row-major down, see context::set_method),
-// not from a second copy of anything: the extra memory is the compact buffer alone. The bundle type is
-// the weights' type when gate, up and the down layout share it (and dim allows its blocks; then every
-// copy is a memcpy and the bundles equal kernels::make_bundles'), else Q8_0 for mixed quantized types or
-// F32 (rows are converted). context::set_method only builds caches when fused_bundles_keep_types.
+// not from a second copy of anything: the extra memory is the compact buffer alone. The gate/up rows
+// keep the weights' type when gate and up share it (and dim allows its blocks), the down parts the down
+// layout's type: every copy is a memcpy (on a Q4_K_M file, Q4_K rows beside Q4_0x8 or Q6_0x8 down
+// columns). Gate and up of different types would be converted (Q8_0 for mixed quantized types, else
+// F32); context::set_method only builds caches when fused_bundles_keep_types.
 class differential_bundle_cache {
 public:
     // down_t: the layer's down projection input-major ([hidden, dim]); it must outlive the cache.
@@ -65,11 +66,10 @@ private:
     std::vector<int32_t> m_enter;      // neurons entering in this update
 };
 
-// Whether every layer's bundles would be exact copies of its weights: the bundle type equals gate's, up's
-// and the down layout's (kernels::input_major_type(w_down)) own. Otherwise (K-quant gate/up, re-encoded
-// as Q4_0 or Q8_0; Q8_0 rows beside an F32 down, widened to F32) a bundle would round differently from
-// the unfused kernels, which read the original rows, and hold more bytes per neuron than the file for
-// no measured speed gain (docs/results.md), so fused methods run the unfused kernels instead.
+// Whether every layer's bundles would be exact copies of its weights: gate and up of one type (their
+// rows copied as they are; the down parts are copies of the down layout in any type). Otherwise a
+// bundle would round differently from the unfused kernels, which read the original rows, so fused
+// methods run the unfused kernels instead.
 bool fused_bundles_keep_types(const model& m);
 
 // Every layer's cache plus the kernel scratch: what context keeps while a fused method is attached.

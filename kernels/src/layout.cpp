@@ -183,6 +183,7 @@ owned_bundles make_bundles(const tensor_view& gate, const tensor_view& up, const
     b.view.type = type;
     b.view.n_neurons = gate.rows;
     b.view.dim = gate.cols;
+    b.view.down = dtype_input_major_form(type, gate.cols);
     uint8_t* dst = aligned_buffer(b.bytes, b.view.n_neurons * b.view.bundle_bytes());
     b.view.data = dst;
     const int64_t part = b.view.part_bytes(), stride = b.view.bundle_bytes();

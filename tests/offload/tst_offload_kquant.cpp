@@ -5,6 +5,9 @@
 // given the pack's per-layer unit sizes, must count the same bytes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <span>
@@ -101,11 +104,11 @@ struct unfused : sparsity_method {
     }
 };
 
-// The fused MLP copies neuron bundles only when the copies are the weights' own bytes: Q4_K gate/up rows
-// would be re-encoded (Q4_0, or Q8_0 beside a Q6_K down), which changes the numerics and costs more memory
-// than it saves time. So the fused methods run unfused on this file: no cache update, and the logits equal
-// the same method's with the fused trait cleared, bit for bit, while the MLP really is sparse.
-TEST(OffloadKQuant, FusedMethodsRunUnfusedOnKQuantBundles) {
+// The fused MLP's bundles are copies of the weights on a K-quant file too: Q4_K gate/up rows as they are,
+// beside down columns in the down layout's own type (Q4_0x8 / Q6_0x8), so the fused methods run fused
+// here, with the MLP really sparse and each bundle exactly two rows plus one column; with the same masks
+// (GRIFFIN's) they give the unfused kernels' logits up to summation order.
+TEST(OffloadKQuant, FusedMethodsRunFusedOnKQuantFiles) {
     const fixture& f = kq();
     const int32_t n_prompt = 12, n_gen = 6;
     const size_t vocab = static_cast<size_t>(f.m.hp.vocab_size);
@@ -118,20 +121,47 @@ TEST(OffloadKQuant, FusedMethodsRunUnfusedOnKQuantBundles) {
         a.set_method(as_is.get());
         b.set_method(&forced);
         EXPECT_EQ(a.layout_bytes(), b.layout_bytes());
+        double worst = 0.0, scale = 0.0;
+        auto compare = [&](const float* x, const float* y) {
+            for (size_t i = 0; i < vocab; ++i) {
+                worst = std::max(worst, static_cast<double>(std::fabs(x[i] - y[i])));
+                scale = std::max(scale, static_cast<double>(std::fabs(y[i])));
+            }
+        };
         const std::span<const int32_t> prompt(f.tokens.data(), static_cast<size_t>(n_prompt));
         const float* pa = a.prefill(prompt, 0);
-        std::vector<float> want(pa, pa + vocab);
-        const float* pb = b.prefill(prompt, 0);
-        EXPECT_EQ(std::memcmp(want.data(), pb, vocab * sizeof(float)), 0) << "prompt logits";
+        std::vector<float> got(pa, pa + vocab);
+        compare(got.data(), b.prefill(prompt, 0));
         a.reset_density();
         for (int32_t pos = n_prompt; pos < n_prompt + n_gen; ++pos) {
             const int32_t tok = f.tokens[static_cast<size_t>(pos)];
             const float* ga = a.decode(tok, pos);
-            want.assign(ga, ga + vocab);
-            EXPECT_EQ(std::memcmp(want.data(), b.decode(tok, pos), vocab * sizeof(float)), 0) << "pos " << pos;
+            got.assign(ga, ga + vocab);
+            compare(got.data(), b.decode(tok, pos));
         }
-        EXPECT_EQ(a.fused_stats().updates, 0) << "the fused cache was used";
-        EXPECT_EQ(a.fused_stats().memory_bytes, 0u) << "no compact bundle buffer is held";
+        // GRIFFIN's masks are fixed by the dense prompt, so both paths run the same neurons and only the
+        // summation order differs; SparseLLM's predictor re-ranks every token from an x that already
+        // differs in its last bits, so neurons at its cut may flip (tst_methods_expert compares its
+        // fused path with replayed masks).
+        if (std::string(name) == "griffin") {
+            EXPECT_LE(worst, 1e-5 * scale) << "fused vs unfused logits";
+        }
+        const fused_mlp_stats st = a.fused_stats();
+        EXPECT_GT(st.updates, 0) << "the fused cache ran";
+        EXPECT_GT(st.memory_bytes, 0u);
+        EXPECT_EQ(b.fused_stats().updates, 0);
+        const layer_weights& lw = f.m.layers[0];
+        ASSERT_EQ(lw.w_gate.type, dtype::q4_k) << "a K-quant file";
+        // Every layer's bundles: its gate and up rows as stored plus one down column of its layout.
+        uint64_t min_bundle = UINT64_MAX, max_bundle = 0;
+        for (const layer_weights& l : f.m.layers) {
+            const uint64_t bb = static_cast<uint64_t>(l.w_gate.row_bytes() + l.w_up.row_bytes() +
+                                                      dtype_row_bytes(kernels::input_major_type(l.w_down), f.m.hp.dim));
+            min_bundle = std::min(min_bundle, bb);
+            max_bundle = std::max(max_bundle, bb);
+        }
+        EXPECT_GE(st.bytes_copied, static_cast<uint64_t>(st.entered) * min_bundle);
+        EXPECT_LE(st.bytes_copied, static_cast<uint64_t>(st.entered) * max_bundle);
         double mlp = 0.0;
         for (const layer_density& d : a.density_sum()) mlp += d.mlp();
         mlp /= static_cast<double>(a.density_sum().size()) * static_cast<double>(a.density_tokens());

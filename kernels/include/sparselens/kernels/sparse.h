@@ -33,19 +33,22 @@ owned_matrix to_input_major(const tensor_view& w, dtype type);
 dtype input_major_type(const tensor_view& w);
 
 // A neuron bundle stores, for GLU neuron j, gate row j, up row j and down column j back to back
-// (3 x dim elements of `type`): an active neuron costs one contiguous read. The same bundle is the
+// (dim elements each; gate and up of `type`, down of `down`): an active neuron costs one contiguous read. The same bundle is the
 // unit the flash simulator loads.
 struct bundle_view {
     dtype type = dtype::f32;  // of the gate and up rows
     int64_t n_neurons = 0;
     int64_t dim = 0;
     const void* data = nullptr;
+    // The down column is an input-major row of this type: by default `type` in its input-major form
+    // (Q8_0 / Q4_0 of whole 256-element groups in their x8 form, the same bytes); the engine's cache
+    // stores its down layout's own type there (a K-quant file's Q4_0x8 / Q6_0x8 beside Q4_K rows).
+    dtype down = dtype_input_major_form(type, dim);
 
-    // The down column is an input-major row: stored as dtype_input_major_form (Q8_0 / Q4_0 of whole
-    // 256-element groups in their x8 form, the same bytes).
-    dtype down_type() const { return dtype_input_major_form(type, dim); }
-    int64_t part_bytes() const { return dtype_row_bytes(type, dim); }  // one of gate / up / down
-    int64_t bundle_bytes() const { return 3 * part_bytes(); }
+    dtype down_type() const { return down; }
+    int64_t part_bytes() const { return dtype_row_bytes(type, dim); }  // one of gate / up
+    int64_t down_bytes() const { return dtype_row_bytes(down, dim); }
+    int64_t bundle_bytes() const { return 2 * part_bytes() + down_bytes(); }
     const uint8_t* bundle(int64_t j) const { return static_cast<const uint8_t*>(data) + j * bundle_bytes(); }
 };
 
