@@ -34,9 +34,9 @@ void context::set_method(sparsity_method* method) {
     m_method = method;
     m_prompt_open = false;
     m_traits = method ? method->traits() : method_traits{};
-    // The fused path needs bundles that are exact copies of the weights (a K-quant file's would be
-    // re-encoded: other rounding than the unfused kernels, more bytes, no speed-up). Otherwise the same
-    // neuron sets run through the unfused output-sparse gate/up and input-sparse down kernels.
+    // The fused path needs bundles that are exact copies of the weights (gate and up of one type; rows of
+    // two types would be re-encoded: other rounding than the unfused kernels). Otherwise the same neuron
+    // sets run through the unfused output-sparse gate/up and input-sparse down kernels.
     const bool fusable = fused_bundles_keep_types(*m_model);
     if (!fusable) m_traits.fused = false;
     m_fused.reset();

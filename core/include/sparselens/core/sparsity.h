@@ -88,10 +88,9 @@ struct method_traits {
     // differentially (only neurons entering the set are copied; see context::fused_stats). Such a
     // method sets only neurons_pre on those tokens (select_after_first / select_down are not called);
     // when neurons_pre is all, the ordinary path runs, so full density stays bit-identical to dense.
-    // A request, not a promise: the engine runs it only on models (SwiGLU or GeGLU) whose bundles are
-    // exact copies of the weights (gate, up and the down layout of one type, e.g. F32, Q8_0, Q4_0 files;
-    // not K-quants, whose bundles would be re-encoded); elsewhere the same neuron sets take the unfused
-    // kernels.
+    // A request, not a promise: the engine runs it only where bundles are exact copies of the weights
+    // (gate and up of one type, copied as stored beside the down layout's columns; SwiGLU or GeGLU);
+    // elsewhere the same neuron sets take the unfused kernels.
     bool fused = false;
     // With `fused`: the active set stays fixed from one prompt to the next (GRIFFIN's experts). Once a
     // layer's bundles are copied, the engine hands back the pages of its row-major gate/up (file-mapped:

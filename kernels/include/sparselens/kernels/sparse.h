@@ -150,7 +150,7 @@ int64_t fused_mlp_scratch_floats(int64_t dim, int n_threads);
 // Fused sparse gated MLP over active neurons: y = sum_{j in idx} down_j * act(gate_j . x) * (up_j . x),
 // act SiLU or GELU-tanh (`act`: kernels::glu's, so the values equal the dense path's).
 // If `glu_out` is non-null it receives the GLU value of each active neuron (compact, n_idx entries),
-// bit-identical to swiglu(gemv(gate), gemv(up)) when the bundles hold the matrices' own rows. idx is
+// bit-identical to glu(act, gemv(gate), gemv(up)) when the bundles hold the matrices' own rows. idx is
 // cut into a fixed number of contiguous slices whose partial outputs are summed in slice order, so y
 // never depends on n_threads (bit for bit).
 void fused_sparse_mlp(const bundle_view& b, const float* x, const int32_t* idx, int64_t n_idx, float* y, float* scratch,
