@@ -99,7 +99,8 @@ void context::set_method(sparsity_method* method) {
             if (pairs) {
                 const layer_weights& lw = m_model->layers[l];
                 const tensor_view& rows = up_first ? lw.w_gate : lw.w_up;
-                m_layouts[l].pairs = kernels::make_pairs(rows, lw.w_down, kernels::input_major_type(lw.w_down), up_first);
+                const dtype down_type = kernels::input_major_type(lw.w_down);
+                m_layouts[l].pairs = kernels::make_pairs(rows, lw.w_down, down_type, up_first);
                 m_layouts[l].has_pairs = true;
                 for (const tensor_view* w : {&rows, &lw.w_down})
                     if (ws && ws->release(*w)) m_released_bytes += static_cast<uint64_t>(w->bytes());

@@ -70,7 +70,8 @@ differential_bundle_cache::differential_bundle_cache(const layer_weights& lw, co
     assert(lw.w_gate.rows == hidden && lw.w_gate.cols == dim && down_t.rows == hidden && down_t.cols == dim);
     m_view.type = m_type;
     m_view.dim = dim;
-    m_view.down = m_type == lw.w_gate.type && m_type == lw.w_up.type ? down_t.type : dtype_input_major_form(m_type, dim);
+    const bool copies = m_type == lw.w_gate.type && m_type == lw.w_up.type;
+    m_view.down = copies ? down_t.type : dtype_input_major_form(m_type, dim);
     m_view.n_neurons = 0;
     m_slot_of.assign(static_cast<size_t>(hidden), -1);
     m_mark.assign(static_cast<size_t>(hidden), 0);

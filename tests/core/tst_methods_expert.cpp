@@ -395,7 +395,8 @@ TEST(FusedMlp, RunsOnGeGluModels) {
     p.arch = "gemma";
     p.shape = "small";
     p.type = sl::dtype::q4_0;
-    p.path = (std::filesystem::temp_directory_path() / ("sparselens_expert_" + std::to_string(::getpid()) + "_gemma.gguf"))
+    p.path = (std::filesystem::temp_directory_path() /
+              ("sparselens_expert_" + std::to_string(::getpid()) + "_gemma.gguf"))
                  .string();
     ASSERT_TRUE(sl::synthetic_write(p).ok());
     auto m = sl::model_load(p.path);

@@ -33,8 +33,8 @@ owned_matrix to_input_major(const tensor_view& w, dtype type);
 dtype input_major_type(const tensor_view& w);
 
 // A neuron bundle stores, for GLU neuron j, gate row j, up row j and down column j back to back
-// (dim elements each; gate and up of `type`, down of `down`): an active neuron costs one contiguous read. The same bundle is the
-// unit the flash simulator loads.
+// (dim elements each; gate and up of `type`, down of `down`): an active neuron costs one contiguous
+// read. The same bundle is the unit the flash simulator loads.
 struct bundle_view {
     dtype type = dtype::f32;  // of the gate and up rows
     int64_t n_neurons = 0;
