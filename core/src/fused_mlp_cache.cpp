@@ -6,8 +6,6 @@
 #include <chrono>
 #include <cstring>
 
-#include "sparselens/kernels/kernels.h"
-
 namespace sl {
 
 namespace {
@@ -15,63 +13,30 @@ namespace {
 // Copies of at least this many bytes in one update run on the context's threads.
 constexpr int64_t k_parallel_copy_bytes = 1 << 20;
 
-// The type of the bundles' gate and up rows: the matrices' own when they share it (copies are memcpys;
-// the down parts are copies of the down layout in its own type, whatever it is: Q4_K rows beside a
-// Q4_0x8 or Q6_0x8 down on a Q4_K_M file). Otherwise (gate and up of different types) one type both
-// are re-encoded in: the layout type of the down part when it suits both, mixed quantized types meet in
-// Q8_0, finer than each, the rest in F32, which represents every source type exactly. `down` is the
-// type of the down projection's input-major layout.
-dtype pick_bundle_type(dtype gate, dtype up, dtype down, int64_t dim) {
-    if (gate == up && dim % dtype_block_elems(gate) == 0) return gate;
-    // Bundle rows are dotted row by row: Q6_0x8 (an input-major-only type) is not one of their types.
-    dtype t = dtype_bundle_type(dtype_replacing_layout_type(gate));
-    if (dtype_bundle_type(dtype_replacing_layout_type(up)) != t || dtype_x8_base(down) != t) {
-        if (!dtype_is_quantized(gate) || !dtype_is_quantized(up) || !dtype_is_quantized(down)) return dtype::f32;
-        t = dtype::q8_0;
-    }
-    return dim % dtype_block_elems(t) == 0 ? t : dtype::f32;
-}
-
-// Writes row `src` (n elements of type `from`) as type `to` into dst (a type and its x8 form: regrouped,
-// losslessly).
-void convert_row(dtype from, const void* src, dtype to, void* dst, int64_t n, std::vector<float>& tmp) {
-    if (from == to) {
-        std::memcpy(dst, src, static_cast<size_t>(dtype_row_bytes(to, n)));
-        return;
-    }
-    if (dtype_x8_base(from) == dtype_x8_base(to)) {
-        kernels::regroup_x8(from, src, dst, n);
-        return;
-    }
-    tmp.resize(static_cast<size_t>(n));
-    kernels::dequantize_row(from, src, tmp.data(), n);
-    kernels::quantize_row(to, tmp.data(), dst, n);
+// Whether a layer's bundles are copies of its weights: gate and up rows of one type (copied as stored)
+// and whole blocks of it; the down parts are copies of the down layout's columns in any type.
+bool bundles_are_copies(const layer_weights& lw, int64_t dim) {
+    return lw.w_gate.type == lw.w_up.type && dim % dtype_block_elems(lw.w_gate.type) == 0;
 }
 
 }  // namespace
 
 bool fused_bundles_keep_types(const model& m) {
-    for (const layer_weights& lw : m.layers) {
-        // The down layout context::set_method builds (and the cache copies its columns from).
-        const dtype down = kernels::input_major_type(lw.w_down);
-        const dtype t = pick_bundle_type(lw.w_gate.type, lw.w_up.type, down, m.hp.dim);
-        if (t != lw.w_gate.type || t != lw.w_up.type) return false;
-    }
+    for (const layer_weights& lw : m.layers)
+        if (!bundles_are_copies(lw, m.hp.dim)) return false;
     return true;
 }
 
 differential_bundle_cache::differential_bundle_cache(const layer_weights& lw, const tensor_view& down_t, int64_t dim,
                                                      int64_t hidden)
     : m_lw(&lw),
-      m_dim(dim),
       m_hidden(hidden),
-      m_type(pick_bundle_type(lw.w_gate.type, lw.w_up.type, down_t.type, dim)),
       m_down_t(down_t) {
     assert(lw.w_gate.rows == hidden && lw.w_gate.cols == dim && down_t.rows == hidden && down_t.cols == dim);
-    m_view.type = m_type;
+    assert(bundles_are_copies(lw, dim) && "set_method builds caches only where fused_bundles_keep_types");
+    m_view.type = lw.w_gate.type;
     m_view.dim = dim;
-    const bool copies = m_type == lw.w_gate.type && m_type == lw.w_up.type;
-    m_view.down = copies ? down_t.type : dtype_input_major_form(m_type, dim);
+    m_view.down = down_t.type;
     m_view.n_neurons = 0;
     m_slot_of.assign(static_cast<size_t>(hidden), -1);
     m_mark.assign(static_cast<size_t>(hidden), 0);
@@ -102,12 +67,11 @@ void differential_bundle_cache::clear() {
 }
 
 void differential_bundle_cache::copy_neuron(int32_t j, int32_t slot) {
-    thread_local std::vector<float> row;  // conversion scratch (copies run on several threads)
-    const int64_t part = m_view.part_bytes();  // gate, up; then the down part
+    const auto part = static_cast<size_t>(m_view.part_bytes());  // gate, up; then the down part
     uint8_t* dst = m_compact.data() + static_cast<size_t>(slot) * m_view.bundle_bytes();
-    convert_row(m_lw->w_gate.type, m_lw->w_gate.row(j), m_type, dst, m_dim, row);
-    convert_row(m_lw->w_up.type, m_lw->w_up.row(j), m_type, dst + part, m_dim, row);
-    convert_row(m_down_t.type, m_down_t.row(j), m_view.down_type(), dst + 2 * part, m_dim, row);
+    std::memcpy(dst, m_lw->w_gate.row(j), part);
+    std::memcpy(dst + part, m_lw->w_up.row(j), part);
+    std::memcpy(dst + 2 * part, m_down_t.row(j), static_cast<size_t>(m_view.down_bytes()));
 }
 
 void differential_bundle_cache::update(std::span<const int32_t> active, fused_mlp_stats& stats, int n_threads) {

@@ -20,11 +20,10 @@ namespace sl {
 //
 // Bundles are copied from the model's own gate/up rows and from the context's input-major layout of
 // down (one contiguous row per down column; it replaces the row-major down, see context::set_method),
-// not from a second copy of anything: the extra memory is the compact buffer alone. The gate/up rows
-// keep the weights' type when gate and up share it (and dim allows its blocks), the down parts the down
-// layout's type: every copy is a memcpy (on a Q4_K_M file, Q4_K rows beside Q4_0x8 or Q6_0x8 down
-// columns). Gate and up of different types would be converted (Q8_0 for mixed quantized types, else
-// F32); context::set_method only builds caches when fused_bundles_keep_types.
+// not from a second copy of anything: the extra memory is the compact buffer alone. Gate/up rows keep
+// the weights' type, the down parts the down layout's: every copy is a memcpy (on a Q4_K_M file, Q4_K
+// rows beside Q4_0x8 or Q6_0x8 down columns). context::set_method only builds caches where that holds
+// (fused_bundles_keep_types).
 class differential_bundle_cache {
 public:
     // down_t: the layer's down projection input-major ([hidden, dim]); it must outlive the cache.
@@ -50,8 +49,7 @@ private:
     void grow(int64_t capacity);
 
     const layer_weights* m_lw;
-    int64_t m_dim = 0, m_hidden = 0;
-    dtype m_type = dtype::f32;
+    int64_t m_hidden = 0;
     tensor_view m_down_t;            // [hidden, dim]: row j = down column j (the context's layout)
     anon_buffer m_compact;           // m_capacity bundles
     kernels::bundle_view m_view;     // over m_compact

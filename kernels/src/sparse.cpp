@@ -571,7 +571,8 @@ void fused_rows(const neuron_rows& r, const float* x, const int32_t* idx, int64_
             }
             glu(r.act, a, g, u, n);
             if (glu_out) std::copy(a, a + n, glu_out + k);
-            if (row_out) std::copy(r.row_is_gate ? g : u, (r.row_is_gate ? g : u) + n, row_out + k);
+            const float* dotted_vals = r.row_is_gate ? g : u;  // the values the row dots gave
+            if (row_out) std::copy(dotted_vals, dotted_vals + n, row_out + k);
         };
         for (int64_t b0 = k0; b0 < k1; b0 += k_sum_block) {
             const int64_t b1 = std::min(k1, b0 + k_sum_block);
