@@ -138,13 +138,13 @@ struct q6k {
 };
 
 // One row (w, cols) against Q8_K activations (d constant over each 256), prefetching pf + the offset read.
-template <typename B, bool Prefetch>
+template <typename B, int Prefetch>
 [[gnu::always_inline]] inline void row_dot(const uint8_t* w, int64_t, int64_t cols, const q8_act* xa, float* y, const uint8_t* pf) {
     __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     __m256 corr_v = _mm256_setzero_ps();
     const float corr = 0.0f;
     for (int64_t blk = 0; blk < cols / qk; ++blk) {
-        if constexpr (Prefetch) prefetch_span<B::bytes>(pf, blk * B::bytes);
+        if constexpr (Prefetch) prefetch_span<B::bytes, Prefetch>(pf, blk * B::bytes);
         const uint8_t* p = w + blk * B::bytes;
         uint8_t m[8];
         const __m512i s = B::isum(p, xa->qs + blk * qk, m);

@@ -33,15 +33,8 @@ inline float half_at(const uint8_t* p) {
     return _cvtsh_ss(h);
 }
 
-// What a row kernel prefetches (its `Prefetch` template argument; true/false convert to stream/none).
-// stream: its own row further ahead, into L1 (the hardware streamers run along with it). gather: the
-// next *listed* row of a sparse gather, into L2. Rows picked at random outrun the L1 miss buffers and
-// the streamers: through L2 a Q4_0 14336x4096 output-sparse gather at 50% random rows took 0.65 ms
-// instead of 0.99 (dense 1.04), at 10% 0.19 instead of 0.26 (2 threads, this AVX2 VM; every 2nd row
-// 0.76 instead of 1.21). Streaming rows into L2 instead was ~5% slower, so they keep L1.
-enum pf_mode : int { pf_none = 0, pf_stream = 1, pf_gather = 2 };
 
-// Prefetches the lines [pf + off, pf + off + Bytes) for a pf_mode.
+// Prefetches the lines [pf + off, pf + off + Bytes) for a pf_mode (dense_internal.h).
 template <int Bytes, int Mode = pf_stream>
 inline void prefetch_span(const uint8_t* pf, int64_t off) {
     SL_UNROLL
