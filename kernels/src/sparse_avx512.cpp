@@ -170,8 +170,8 @@ const sparse_table& sparse_avx512_table() {
         k.dots[4] = gather_dots<q8_act, quant_rows<1, q4_block, pf_gather>, quant_rows<1, q4_block, pf_none>>;
         add_unpacked_dots_avx2(k);
         add_kquant_dots_avx512(k);
+        add_int8_x8_chunks_avx2(k);  // AVX-512 CPUs have AVX2; replaced below where VNNI and VBMI exist
         add_vnni_chunks(k);
-        add_int8_x8_chunks_avx2(k);  // AVX-512 CPUs have AVX2
         return k;
     }();
     return t;

@@ -39,24 +39,7 @@ namespace {
 
 constexpr int k_groups = k_chunk_rows / 4;              // channels go 4 to a dword
 constexpr int k_step = 8;                               // blocks per coefficient step
-constexpr int64_t k_prefetch_lines = (256 << 10) / 64;  // a quarter of L2 ahead at most
 static_assert(k_step == k_x8_blocks, "a coefficient step is one x8 group");
-
-// Where block b of a row of type T keeps its fp16 scale and its quants: in the block (Q8_0, Q4_0), or
-// where x8_block_place says (Q8_0x8, Q4_0x8, Q6_0x8: per group of 8 blocks, the 8 scales together).
-template <dtype T>
-struct addressing {
-    static constexpr bool x8 = dtype_block_elems(T) == 32 * k_x8_blocks;
-    static constexpr int64_t bytes = dtype_row_bytes(T, 32 * k_x8_blocks) / k_x8_blocks;  // per 32 elements
-    static int64_t scale_off(int64_t b) {
-        if constexpr (x8) return x8_block_place(T, b).scale;
-        return b * bytes;
-    }
-    static int64_t qs_off(int64_t b) {
-        if constexpr (x8) return x8_block_place(T, b).quants;
-        return b * bytes + 2;
-    }
-};
 
 // Coefficients of k_step blocks: kq[g][b] = int8 coefficients of channels 4g..4g+3 (byte j = channel
 // 4g + j) in block b, scale[b] = S_b, start[b] = the integer sum's offset term (Q4_0: -8 sum_i k_ib).
@@ -173,7 +156,7 @@ struct nibble_acc {
 
 // Q4_0: one block's integer sums for outputs [0-7], [8-15], [16-23], [24-31] of the chunk.
 template <bool X8>
-struct q4_ints : addressing<X8 ? dtype::q4_0x8 : dtype::q4_0> {
+struct q4_ints : block_addressing<X8 ? dtype::q4_0x8 : dtype::q4_0> {
     static constexpr int32_t zero = 8;
     static constexpr bool pairs = X8;  // sums2 below
     static void sums(const uint8_t* const* r, int ng, int64_t b, const uint32_t* kq, int stride, int32_t start,
@@ -235,7 +218,7 @@ struct q4_ints : addressing<X8 ? dtype::q4_0x8 : dtype::q4_0> {
 // the high bits (8 bytes per row and block, byte k holding element k + 8i's in bits 2i..2i+1) are
 // interleaved 4 rows to a dword with in-lane unpacks, and bit pair i is the block's outputs 8i..8i+7.
 // A pair of 2-bit products is at most 2 * 3 * 127: int16 lanes hold the chunk.
-struct q6_ints : addressing<dtype::q6_0x8> {
+struct q6_ints : block_addressing<dtype::q6_0x8> {
     static constexpr int32_t zero = 32;
     static constexpr bool pairs = false;
     static void sums(const uint8_t* const* r, int ng, int64_t b, const uint32_t* kq, int stride, int32_t start,
@@ -268,7 +251,7 @@ struct q6_ints : addressing<dtype::q6_0x8> {
 
 // Q8_0: 32 signed bytes per row and block.
 template <bool X8>
-struct q8_ints : addressing<X8 ? dtype::q8_0x8 : dtype::q8_0> {
+struct q8_ints : block_addressing<X8 ? dtype::q8_0x8 : dtype::q8_0> {
     static constexpr int32_t zero = 0;
     static constexpr bool pairs = false;
     static __m256i dot(__m256i w, __m256i kv) {
@@ -320,41 +303,16 @@ void chunk_run(float* acc, int n_rows, const uint8_t* const* rows, const float* 
     const int ng = (n_rows + 3) / 4;
     for (int i = 0; i < 4 * ng; ++i) r[i] = rows[i < n_rows ? i : 0];  // padding rows get k = 0
     const int64_t nb = n / 32;
-    // The next chunk's rows go to L2 while this one is consumed, line after line of one row before
-    // the next (sequential runs for DRAM), paced evenly over the blocks (sparse_vnni_avx512.cpp). At
-    // most k_prefetch_lines in all: when the fused MLP passed the next 32 whole bundles, 1.4 MiB for
-    // Q8_0 at dim 14336 overflowed L2 (1 MiB here) before they were read (1.4 -> 2.0x d*dense); it
-    // now passes their down columns only (sparse.cpp, fused_sparse_mlp).
-    const int64_t row_lines = (nb * V::bytes + 63) / 64 + 1;
-    const int64_t pf_lines = std::min<int64_t>(n_pf * row_lines, k_prefetch_lines);
-    const int64_t per_block = nb > 0 ? (pf_lines + nb - 1) / nb : 0;
-    // A walking pointer: per line one prefetch, one add and one compare. The (row, line) index
-    // arithmetic it replaced cost 7-8% of the whole chunk with the rows in cache and 10-17% from DRAM
-    // (2048x8192 Q4_0, 1 and 2 threads, stop 20).
-    int pi = 0;
-    const uint8_t* pp = n_pf > 0 ? pf[0] : nullptr;
-    const uint8_t* pe = pp ? pp + row_lines * 64 : nullptr;
-    int64_t left = pf_lines;
-    const auto prefetch = [&] {
-        const int64_t q = std::min(per_block, left);
-        left -= q;
-        for (int64_t i = 0; i < q; ++i) {
-            _mm_prefetch(reinterpret_cast<const char*>(pp), _MM_HINT_T1);
-            pp += 64;
-            if (pp == pe && ++pi < n_pf) {
-                pp = pf[pi];
-                pe = pp + row_lines * 64;
-            }
-        }
-    };
+    // The next chunk's rows go to L2 while this one is consumed (paced_prefetch), over nb blocks.
+    paced_prefetch prefetch(pf, n_pf, nb * V::bytes, nb);
     coef_step t;
     if constexpr (V::pairs) {
         assert(nb % k_step == 0);  // the x8 forms' segments are whole groups (sparse_internal.h)
         for (int64_t b = 0; b < nb; b += 2) {
             const int te = static_cast<int>(b % k_step);
             if (te == 0) coefs8<V>(t, r, s, n_rows, V::scale_off(b));
-            prefetch();
-            prefetch();
+            prefetch.step();
+            prefetch.step();
             __m256i o[8];
             V::sums2(r, ng, b, t, te, o);
             store_block<Init>(acc + b * 32, o, t.scale[te]);
@@ -370,7 +328,7 @@ void chunk_run(float* acc, int n_rows, const uint8_t* const* rows, const float* 
             coefs8<V>(t, r, s, n_rows, V::scale_off(b));
         }
         const int te = whole ? static_cast<int>(b % k_step) : 0;
-        prefetch();
+        prefetch.step();
         __m256i o[4];
         V::sums(r, ng, b, &t.kq[0][te], k_step, t.start[te], o);
         store_block<Init>(acc + b * 32, o, t.scale[te]);

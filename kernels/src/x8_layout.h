@@ -22,6 +22,24 @@ constexpr x8_place x8_block_place(dtype t, int64_t b) {
     return {g + 2 * j, g + 2 * k_x8_blocks + qb * j, g + 18 * k_x8_blocks + 8 * j};
 }
 
+// Where block b of a row of input-major type T keeps its fp16 scale and its quants, for the chunk
+// kernels (sparse_int8_avx2.cpp, sparse_vnni_avx512.cpp): in the block (Q8_0, Q4_0: scale first), or
+// where x8_block_place says (Q8_0x8, Q4_0x8, Q6_0x8). `bytes` is the bytes per 32 elements, so
+// [b0 * bytes, b1 * bytes) spans blocks [b0, b1) when b0 and b1 are multiples of 8.
+template <dtype T>
+struct block_addressing {
+    static constexpr bool x8 = dtype_block_elems(T) == 32 * k_x8_blocks;
+    static constexpr int64_t bytes = dtype_row_bytes(T, 32 * k_x8_blocks) / k_x8_blocks;
+    static constexpr int64_t scale_off(int64_t b) {
+        if constexpr (x8) return x8_block_place(T, b).scale;
+        return b * bytes;
+    }
+    static constexpr int64_t qs_off(int64_t b) {
+        if constexpr (x8) return x8_block_place(T, b).quants;
+        return b * bytes + 2;
+    }
+};
+
 // Element i (< 32) of a Q6_0x8 block as the signed integer q - 32 (q = low nibble | high bit pair << 4).
 inline int q6_0x8_int(const uint8_t* quants, const uint8_t* high, int i) {
     const int lo = i < 16 ? quants[i] & 15 : quants[i - 16] >> 4;
