@@ -158,13 +158,24 @@ struct coef_tables {
 // Blocks [b, b + 8) from the fp16 scales of each row.
 template <typename V>
 void coefs8(coef_tables& t, const uint8_t* const* r, const float* s, int nr, int64_t b) {
-    __m256 mx = _mm256_setzero_ps();
+    // Four running maxima (max is exact in any order): one chain through 32 rows' maxps bound the loop
+    // (12% of the Q4_0x8 chunk's samples sat at its end).
+    __m256 mxs[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     const __m256 sign = _mm256_set1_ps(-0.0f);
-    for (int i = 0; i < nr; ++i) {
-        const __m256 c = _mm256_mul_ps(V::scales8(r[i], b), _mm256_set1_ps(s[i]));
-        _mm256_store_ps(t.c[i], c);
-        mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, c));
+    const auto one = [&](int row, __m256& m) {
+        const __m256 c = _mm256_mul_ps(V::scales8(r[row], b), _mm256_set1_ps(s[row]));
+        _mm256_store_ps(t.c[row], c);
+        m = _mm256_max_ps(m, _mm256_andnot_ps(sign, c));
+    };
+    int row0 = 0;
+    for (; row0 + 4 <= nr; row0 += 4) {
+        one(row0, mxs[0]);
+        one(row0 + 1, mxs[1]);
+        one(row0 + 2, mxs[2]);
+        one(row0 + 3, mxs[3]);
     }
+    for (; row0 < nr; ++row0) one(row0, mxs[0]);
+    const __m256 mx = _mm256_max_ps(_mm256_max_ps(mxs[0], mxs[1]), _mm256_max_ps(mxs[2], mxs[3]));
     const __mmask8 nz = _mm256_cmp_ps_mask(mx, _mm256_setzero_ps(), _CMP_GT_OQ);
     const __m256 inv = _mm256_maskz_div_ps(nz, _mm256_set1_ps(127.0f), mx);
     _mm256_store_ps(t.scale, _mm256_div_ps(mx, _mm256_set1_ps(127.0f)));
