@@ -97,15 +97,17 @@ const kernel_table& avx512_table() {
     static const kernel_table t = [] {
         kernel_table k = scalar_table();
         k.rows[0] = rows_float<1, load_f32, true>;
-        // F16 streams on the hardware prefetcher alone: the software prefetch 4 KiB ahead made 2-thread
-        // decode of the F16 llama-1b 10-70% slower (6 of 6 alternating runs, loaded machine), while
-        // the Q4_0 rows (3.5x denser per byte of compute) need it (3 of 3 runs 15-40% faster with it).
-        k.rows[1] = rows_float<1, load_f16, false>;
+        // F16 rows are the AVX2 kernels' (dense_avx2.cpp rows_stream: 256-bit converts, 4 rows sharing
+        // each x load when x outgrows L1), and so are its gathers (sparse_avx512.cpp), so sparse and
+        // dense F16 keep equal bits. On a Zen 4 with AVX-512 the 512-bit row kernel decoded the F16
+        // llama-1b at 13.1-16.0 tok/s where the AVX2 one ran 15.4-20.3 (2 threads, 3 alternating rounds;
+        // llama.cpp 15.3), with or without software prefetch (10.2-11.0 with it).
         k.rows[2] = rows_float<1, load_bf16, true>;
         k.rows[3] = rows_quant<1, q8_block, true>;
         k.rows[4] = rows_quant<1, q4_block, true>;
         k.rows_cached[0] = rows_float<4, load_f32, false>;
-        k.rows_cached[1] = rows_float<4, load_f16, false>;
+        k.rows[1] = avx2_table().rows[1];
+        k.rows_cached[1] = avx2_table().rows_cached[1];
         k.rows_cached[2] = rows_float<4, load_bf16, false>;
         k.rows_cached[3] = rows_quant<4, q8_block, false>;
         k.rows_cached[4] = rows_quant<4, q4_block, false>;
