@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 
 #include "dense_internal.h"
 
@@ -105,18 +104,16 @@ using chunk_fn = void (*)(float* acc, bool init, int n_rows, const uint8_t* cons
 // (1 MiB here) before they were read (1.4 -> 2.0x d*dense); it now passes their down columns only.
 // A walking pointer: per line one prefetch, one add and one compare. The (row, line) index arithmetic it
 // replaced cost 7-8% of the whole chunk with the rows in cache and 10-17% from DRAM (2048x8192 Q4_0, 1
-// and 2 threads, AVX2, stop 20). The VNNI chunks' earlier per-128-block segments of every row, without
-// the cap, ran DIP and TEAL 6-21 points of their ideal slower end to end on a Zen 4 (stop 26).
+// and 2 threads, AVX2, stop 20). DIP at 50% on llama-1b Q4_0, Zen 4 (stop 26), share of its ideal:
+// 79-83% as here; all lines within the first half of the steps 63-68%; T0 50%; no prefetch 40-42%.
 class paced_prefetch {
 public:
     static constexpr int64_t k_prefetch_lines = (256 << 10) / 64;  // a quarter of L2 ahead at most
 
-    static int env(const char* n, int d) { const char* v = std::getenv(n); return v ? std::atoi(v) : d; }  // TEMP
-    static inline const int s_mode = env("SL_PF_MODE", 1), s_front = env("SL_PF_FRONT", 1);  // TEMP
     paced_prefetch(const uint8_t* const* pf, int n_pf, int64_t row_bytes, int64_t n_steps)
         : m_pf(pf), m_n(n_pf), m_row_lines((row_bytes + 63) / 64 + 1) {
-        m_left = s_mode == 0 ? 0 : std::min<int64_t>(n_pf * m_row_lines, k_prefetch_lines);
-        m_per_step = n_steps > 0 ? s_front * ((m_left + n_steps - 1) / n_steps) : 0;
+        m_left = std::min<int64_t>(n_pf * m_row_lines, k_prefetch_lines);
+        m_per_step = n_steps > 0 ? (m_left + n_steps - 1) / n_steps : 0;
         m_p = n_pf > 0 ? pf[0] : nullptr;
         m_end = m_p ? m_p + m_row_lines * 64 : nullptr;
     }
@@ -125,9 +122,7 @@ public:
         const int64_t q = std::min(m_per_step, m_left);
         m_left -= q;
         for (int64_t i = 0; i < q; ++i) {
-            if (s_mode == 2) _mm_prefetch(reinterpret_cast<const char*>(m_p), _MM_HINT_T0);
-            else if (s_mode == 3) _mm_prefetch(reinterpret_cast<const char*>(m_p), _MM_HINT_T2);
-            else _mm_prefetch(reinterpret_cast<const char*>(m_p), _MM_HINT_T1);
+            _mm_prefetch(reinterpret_cast<const char*>(m_p), _MM_HINT_T1);
             m_p += 64;
             if (m_p == m_end && ++m_i < m_n) {
                 m_p = m_pf[m_i];
