@@ -102,11 +102,11 @@ const kernel_table& avx512_table() {
         // dense F16 keep equal bits. On a Zen 4 with AVX-512 the 512-bit row kernel decoded the F16
         // llama-1b at 13.1-16.0 tok/s where the AVX2 one ran 15.4-20.3 (2 threads, 3 alternating rounds;
         // llama.cpp 15.3), with or without software prefetch (10.2-11.0 with it).
+        k.rows[1] = avx2_table().rows[1];
         k.rows[2] = rows_float<1, load_bf16, true>;
         k.rows[3] = rows_quant<1, q8_block, true>;
         k.rows[4] = rows_quant<1, q4_block, true>;
         k.rows_cached[0] = rows_float<4, load_f32, false>;
-        k.rows[1] = avx2_table().rows[1];
         k.rows_cached[1] = avx2_table().rows_cached[1];
         k.rows_cached[2] = rows_float<4, load_bf16, false>;
         k.rows_cached[3] = rows_quant<4, q8_block, false>;

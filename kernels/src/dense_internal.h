@@ -1,6 +1,8 @@
 // Private interface between the dense drivers (dense.cpp) and the per-ISA kernel files.
 #pragma once
 
+#include <xmmintrin.h>
+
 #include <cstdint>
 
 #include "sparselens/kernels/kernels.h"
@@ -16,6 +18,23 @@ namespace sl::kernels::detail {
 // instead of 0.99 (dense 1.04), at 10% 0.19 instead of 0.26 (2 threads, AVX2 VM; every 2nd row 0.76
 // instead of 1.21). Streaming rows into L2 instead was ~5% slower, so they keep L1.
 enum pf_mode : int { pf_none = 0, pf_stream = 1, pf_gather = 2 };
+
+namespace {  // internal linkage: each ISA's file keeps the copy compiled with its own flags
+
+// Prefetches the lines [pf + off, pf + off + Bytes) for a pf_mode: T0 (stream), T1 (gather).
+template <int Bytes, int Mode = pf_stream>
+inline void prefetch_span(const uint8_t* pf, int64_t off) {
+#pragma GCC unroll 16
+    for (int l = 0; l < Bytes; l += 64) {
+        if constexpr (Mode == pf_gather) {
+            _mm_prefetch(reinterpret_cast<const char*>(pf + off + l), _MM_HINT_T1);
+        } else {
+            _mm_prefetch(reinterpret_cast<const char*>(pf + off + l), _MM_HINT_T0);
+        }
+    }
+}
+
+}  // namespace
 
 // Activations quantized for the integer dot products of Q8_0/Q4_0 weights: blocks of 32 int8
 // with a scale d = amax/127 (rounded to fp16 afterwards by quantize_act_for, as ggml's q8_0, which

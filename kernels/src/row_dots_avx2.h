@@ -33,20 +33,6 @@ inline float half_at(const uint8_t* p) {
     return _cvtsh_ss(h);
 }
 
-
-// Prefetches the lines [pf + off, pf + off + Bytes) for a pf_mode (dense_internal.h).
-template <int Bytes, int Mode = pf_stream>
-inline void prefetch_span(const uint8_t* pf, int64_t off) {
-    SL_UNROLL
-    for (int l = 0; l < Bytes; l += 64) {
-        if constexpr (Mode == pf_gather) {
-            _mm_prefetch(reinterpret_cast<const char*>(pf + off + l), _MM_HINT_T1);
-        } else {
-            _mm_prefetch(reinterpret_cast<const char*>(pf + off + l), _MM_HINT_T0);
-        }
-    }
-}
-
 // Widening loaders: 8 consecutive weights of one row as f32, and one weight for scalar tails
 // (all conversions are exact).
 struct load_f32 {

@@ -39,21 +39,9 @@ inline float half_at(const uint8_t* p) {
     return _cvtsh_ss(h);
 }
 
-// Prefetches the lines [pf + off, pf + off + Bytes) for a pf_mode (dense_internal.h): streaming rows
-// into L1, gathered rows into L2. On a Zen 4 with AVX-512 the gathers' L1 prefetches held a Q4_0
-// 8192x2048 output-sparse gather at 50% to ~15 GB/s (2 threads) where a plain read of the same rows
-// ran at ~26 (the AVX2 kernels had moved to L2 already; see row_dots_avx2.h).
-template <int Bytes, int Mode = pf_stream>
-inline void prefetch_span(const uint8_t* pf, int64_t off) {
-    SL_UNROLL
-    for (int l = 0; l < Bytes; l += 64) {
-        if constexpr (Mode == pf_gather) {
-            _mm_prefetch(reinterpret_cast<const char*>(pf + off + l), _MM_HINT_T1);
-        } else {
-            _mm_prefetch(reinterpret_cast<const char*>(pf + off + l), _MM_HINT_T0);
-        }
-    }
-}
+// Row kernels prefetch with prefetch_span (dense_internal.h): streaming rows into L1, gathered rows into
+// L2. On a Zen 4 with AVX-512 the gathers' L1 prefetches held a Q4_0 8192x2048 output-sparse gather at
+// 50% to ~15 GB/s (2 threads) where a plain read of the same rows ran at ~26 (stop 26).
 
 // Widening loaders: 16 consecutive weights as f32, or the first popcount(m) with zeros after.
 struct load_f32 {

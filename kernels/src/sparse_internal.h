@@ -106,6 +106,8 @@ using chunk_fn = void (*)(float* acc, bool init, int n_rows, const uint8_t* cons
 // replaced cost 7-8% of the whole chunk with the rows in cache and 10-17% from DRAM (2048x8192 Q4_0, 1
 // and 2 threads, AVX2, stop 20). DIP at 50% on llama-1b Q4_0, Zen 4 (stop 26), share of its ideal:
 // 79-83% as here; all lines within the first half of the steps 63-68%; T0 50%; no prefetch 40-42%.
+namespace {  // internal linkage: each ISA's chunk file keeps its own copy
+
 class paced_prefetch {
 public:
     static constexpr int64_t k_prefetch_lines = (256 << 10) / 64;  // a quarter of L2 ahead at most
@@ -137,6 +139,8 @@ private:
     int64_t m_row_lines, m_left = 0, m_per_step = 0;
     const uint8_t *m_p = nullptr, *m_end = nullptr;
 };
+
+}  // namespace
 
 struct sparse_table {
     // Indexed by dtype; 1 <= n_rows <= k_axpy_rows. Only for types a layout can be written in

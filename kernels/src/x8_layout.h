@@ -26,6 +26,8 @@ constexpr x8_place x8_block_place(dtype t, int64_t b) {
 // kernels (sparse_int8_avx2.cpp, sparse_vnni_avx512.cpp): in the block (Q8_0, Q4_0: scale first), or
 // where x8_block_place says (Q8_0x8, Q4_0x8, Q6_0x8). `bytes` is the bytes per 32 elements, so
 // [b0 * bytes, b1 * bytes) spans blocks [b0, b1) when b0 and b1 are multiples of 8.
+namespace {  // internal linkage: a copy per ISA file, as the kernels that use it
+
 template <dtype T>
 struct block_addressing {
     static constexpr bool x8 = dtype_block_elems(T) == 32 * k_x8_blocks;
@@ -39,6 +41,8 @@ struct block_addressing {
         return b * bytes + 2;
     }
 };
+
+}  // namespace
 
 // Element i (< 32) of a Q6_0x8 block as the signed integer q - 32 (q = low nibble | high bit pair << 4).
 inline int q6_0x8_int(const uint8_t* quants, const uint8_t* high, int i) {
