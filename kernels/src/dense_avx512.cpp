@@ -81,7 +81,7 @@ float stream_sum(const float* p, int64_t n) {
     for (int64_t i = 0; i < n; i += 64) {
         if constexpr (Prefetch) {
             SL_UNROLL
-            for (int l = 0; l < 256; l += 64) _mm_prefetch(reinterpret_cast<const char*>(p + i) + k_prefetch + l, _MM_HINT_T0);
+            for (int l = 0; l < 256; l += 64) _mm_prefetch(reinterpret_cast<const char*>(p + i) + k_l1_ahead + l, _MM_HINT_T0);
         }
         a0 = _mm512_add_ps(a0, _mm512_load_ps(p + i));
         a1 = _mm512_add_ps(a1, _mm512_load_ps(p + i + 16));
@@ -96,16 +96,16 @@ float stream_sum(const float* p, int64_t n) {
 const kernel_table& avx512_table() {
     static const kernel_table t = [] {
         kernel_table k = scalar_table();
-        k.rows[0] = rows_float<1, load_f32, true>;
+        k.rows[0] = rows_float_stream<load_f32>;
         // F16 rows are the AVX2 kernels' (dense_avx2.cpp rows_stream: 256-bit converts, 4 rows sharing
         // each x load when x outgrows L1), and so are its gathers (sparse_avx512.cpp), so sparse and
         // dense F16 keep equal bits. On a Zen 4 with AVX-512 the 512-bit row kernel decoded the F16
         // llama-1b at 13.1-16.0 tok/s where the AVX2 one ran 15.4-20.3 (2 threads, 3 alternating rounds;
         // llama.cpp 15.3), with or without software prefetch (10.2-11.0 with it).
         k.rows[1] = avx2_table().rows[1];
-        k.rows[2] = rows_float<1, load_bf16, true>;
-        k.rows[3] = rows_quant<1, q8_block, true>;
-        k.rows[4] = rows_quant<1, q4_block, true>;
+        k.rows[2] = rows_float_stream<load_bf16>;
+        k.rows[3] = rows_quant<1, q8_block, pf_l2>;
+        k.rows[4] = rows_quant<1, q4_block, pf_l2>;
         k.rows_cached[0] = rows_float<4, load_f32, false>;
         k.rows_cached[1] = avx2_table().rows_cached[1];
         k.rows_cached[2] = rows_float<4, load_bf16, false>;

@@ -17,8 +17,8 @@ void add_vnni_rows_avx512(kernel_table& k) {
     if (!__builtin_cpu_supports("avx512vnni") || !__builtin_cpu_supports("avx512vbmi")) return;
     // One row at a time: rows are contiguous, so the weights stay a single sequential stream (two rows
     // per pass share the activation loads and ran ~10% faster from L2, but decoded 30% slower from DRAM).
-    k.rows[static_cast<int>(dtype::q8_0)] = rows_quant<1, q8_block, true>;
-    k.rows[static_cast<int>(dtype::q4_0)] = rows_quant<1, q4_block, true>;
+    k.rows[static_cast<int>(dtype::q8_0)] = rows_quant<1, q8_block, pf_l2>;
+    k.rows[static_cast<int>(dtype::q4_0)] = rows_quant<1, q4_block, pf_l2>;
     k.rows_cached[static_cast<int>(dtype::q8_0)] = rows_quant<4, q8_block, false>;
     k.rows_cached[static_cast<int>(dtype::q4_0)] = rows_quant<4, q4_block, false>;
     k.rows[static_cast<int>(dtype::q4_k)] = k.rows_cached[static_cast<int>(dtype::q4_k)] = rows<q4k>;

@@ -340,7 +340,7 @@ void fill_rows(kernel_table& k) {
 
 template <dtype... Ts>
 void fill_dots(sparse_table& k) {
-    ((k.dots[static_cast<int>(Ts)] = gather_dots<q8_act, row_dot<Ts, pf_gather>, row_dot<Ts, pf_none>>), ...);
+    ((k.dots[static_cast<int>(Ts)] = gather_dots<q8_act, row_dot<Ts, pf_l2>, row_dot<Ts, pf_none>>), ...);
 }
 
 #define SL_UNPACKED_TYPES                                                                                   \

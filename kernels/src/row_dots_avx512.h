@@ -327,29 +327,40 @@ template <int R, typename B, int Prefetch>
 }
 
 // The streaming gemv drivers over the row kernels above (rows_fn of dense_internal.h).
-// Software prefetch distance for the single-row streaming kernels: the hardware prefetcher alone
-// left F16/BF16 rows at ~70% of the F32 byte rate (one thread); 4 KiB ahead measured best (1-8 KiB
-// tried). Two-thread decode of F16 later measured faster without it (dense_avx512.cpp).
-constexpr int k_prefetch = 4096;
-
-// Where a streaming row kernel prefetches: the same row, k_prefetch bytes ahead (multi-row tiles
-// of the cached kernels do not prefetch).
-inline const uint8_t* ahead(const uint8_t* row) { return row + k_prefetch; }
+// Software prefetch of the single-row streaming kernels: the hardware prefetcher alone left F16/BF16
+// rows at ~70% of the F32 byte rate (one thread); into L1 4 KiB ahead measured best of 1-8 KiB there.
+// Into L2 8 KiB ahead is faster once the activations are not small (dense_internal.h, pf_mode).
+// Where a streaming row kernel prefetches: its own row, k_l1_ahead or k_l2_ahead bytes further on.
+template <int Mode>
+inline const uint8_t* ahead(const uint8_t* row) {
+    return row + (Mode == pf_l2 ? k_l2_ahead : k_l1_ahead);
+}
 
 // R rows per pass share each activation load; the streaming (Prefetch) form prefetches each of its
-// rows 4 KiB ahead. Streaming gemv uses R = 1: the weights then form one sequential stream, which
-// decoded ~30% faster from DRAM than 2- or 4-row passes although those are faster from L2.
-template <int R, typename X, auto RowsR, auto Rows1>
+// rows ahead, the cached (multi-row) tiles do not, their leftover single rows into L1. Streaming gemv
+// uses R = 1: the weights then form one sequential stream, which decoded ~30% faster from DRAM than
+// 2- or 4-row passes although those are faster from L2.
+template <int R, typename X, auto RowsR, auto Rows1, int Prefetch>
 void rows_driver(const uint8_t* w, int64_t rb, int64_t n_rows, int64_t cols, const void* xv, float* y) {
     const auto* x = static_cast<const X*>(xv);
     int64_t r = 0;
-    for (; r + R <= n_rows; r += R) RowsR(w + r * rb, rb, cols, x, y + r, ahead(w + r * rb));
-    for (; r < n_rows; ++r) Rows1(w + r * rb, rb, cols, x, y + r, ahead(w + r * rb));
+    for (; r + R <= n_rows; r += R) RowsR(w + r * rb, rb, cols, x, y + r, ahead<Prefetch>(w + r * rb));
+    for (; r < n_rows; ++r) Rows1(w + r * rb, rb, cols, x, y + r, ahead<pf_l1>(w + r * rb));
 }
 template <int R, typename L, int Prefetch>
-constexpr rows_fn rows_float = rows_driver<R, float, dot_rows<R, L, Prefetch>, dot_rows<1, L, true>>;
+constexpr rows_fn rows_float = rows_driver<R, float, dot_rows<R, L, Prefetch>, dot_rows<1, L, pf_l1>, Prefetch>;
 template <int R, typename B, int Prefetch>
-constexpr rows_fn rows_quant = rows_driver<R, q8_act, quant_rows<R, B, Prefetch>, quant_rows<1, B, true>>;
+constexpr rows_fn rows_quant = rows_driver<R, q8_act, quant_rows<R, B, Prefetch>, quant_rows<1, B, pf_l1>, Prefetch>;
+
+// Streaming float rows: into L2 once x (f32) outgrows 16 KiB, as dense_internal.h measured.
+template <typename L>
+void rows_float_stream(const uint8_t* w, int64_t rb, int64_t n_rows, int64_t cols, const void* x, float* y) {
+    if (cols * static_cast<int64_t>(sizeof(float)) > 16 * 1024) {
+        rows_float<1, L, pf_l2>(w, rb, n_rows, cols, x, y);
+    } else {
+        rows_float<1, L, pf_l1>(w, rb, n_rows, cols, x, y);
+    }
+}
 
 }  // namespace
 }  // namespace sl::kernels::detail

@@ -42,7 +42,7 @@ constexpr int64_t k_max_panel = 4096;  // elements; bounds the stack temporary (
 constexpr int k_fixed_slices = k_sparse_slices;
 // Output-sparse keeps this much of the following rows in flight (rows ahead = this / row bytes);
 // 4-32 KiB measured alike (and 4/8/16 KiB again on a Zen 4 with AVX-512, stop 26). The hint is the row
-// kernels' pf_gather (dense_internal.h): into L2. On the AVX-512 machine of stop 17 T0 beat T1/T2 by
+// kernels' pf_l2 (dense_internal.h): into L2. On the AVX-512 machine of stop 17 T0 beat T1/T2 by
 // 15-20%; on the AVX2-only VM T1 was 1.4-1.5x faster, and on stop 26's Zen 4 with AVX-512 T1 lifted the
 // fused MLP from 17-20 to 26-30 GB/s (GRIFFIN 58-75% -> 89-97% of its ideal).
 constexpr int64_t k_prefetch_bytes = 4096;

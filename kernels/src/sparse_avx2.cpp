@@ -111,14 +111,14 @@ void gather_q4(const uint8_t* const* rows, const uint8_t* const* pf, int64_t n, 
                float* y) {
     const auto* xa = static_cast<const q8_act*>(x);
     if (n < 8) {
-        gather_dots<q8_act, quant_rows<1, q4_block, pf_gather>, quant_rows<1, q4_block, pf_none>>(rows, pf, n, cols, x,
+        gather_dots<q8_act, quant_rows<1, q4_block, pf_l2>, quant_rows<1, q4_block, pf_none>>(rows, pf, n, cols, x,
                                                                                                   y);
         return;
     }
     const q8_act* xg = q4_pair_acts(xa, cols);
     for (int64_t k = 0; k < n; ++k) {
         if (pf && pf[k])
-            q4_row<q4_x_paired, pf_gather>(rows[k], cols, xg, xa, y + k, pf[k]);
+            q4_row<q4_x_paired, pf_l2>(rows[k], cols, xg, xa, y + k, pf[k]);
         else
             q4_row<q4_x_paired, pf_none>(rows[k], cols, xg, xa, y + k, nullptr);
     }
@@ -135,10 +135,10 @@ const sparse_table& sparse_avx2_table() {
         k.axpy[3] = axpy_dispatch<quant_op<q8_values>>;
         k.axpy[4] = axpy_dispatch<quant_op<q4_values>>;
         // The gathers run each listed row through the dense row kernels: results equal gemv's bit for bit.
-        k.dots[0] = gather_dots<float, dot_rows<1, load_f32, pf_gather>, dot_rows<1, load_f32, pf_none>>;
-        k.dots[1] = gather_dots<float, dot_rows<1, load_f16, pf_gather>, dot_rows<1, load_f16, pf_none>>;
-        k.dots[2] = gather_dots<float, dot_rows<1, load_bf16, pf_gather>, dot_rows<1, load_bf16, pf_none>>;
-        k.dots[3] = gather_dots<q8_act, quant_rows<1, q8_block, pf_gather>, quant_rows<1, q8_block, pf_none>>;
+        k.dots[0] = gather_dots<float, dot_rows<1, load_f32, pf_l2>, dot_rows<1, load_f32, pf_none>>;
+        k.dots[1] = gather_dots<float, dot_rows<1, load_f16, pf_l2>, dot_rows<1, load_f16, pf_none>>;
+        k.dots[2] = gather_dots<float, dot_rows<1, load_bf16, pf_l2>, dot_rows<1, load_bf16, pf_none>>;
+        k.dots[3] = gather_dots<q8_act, quant_rows<1, q8_block, pf_l2>, quant_rows<1, q8_block, pf_none>>;
         k.dots[4] = gather_q4;
         add_unpacked_dots_avx2(k);
         add_int8_chunks_avx2(k);

@@ -166,11 +166,11 @@ const sparse_table& sparse_avx512_table() {
         k.axpy[3] = axpy_dispatch<quant_op<q8_values>>;
         k.axpy[4] = axpy_dispatch<quant_op<q4_values>>;
         // The gathers run each listed row through the dense row kernels: results equal gemv's bit for bit.
-        k.dots[0] = gather_dots<float, dot_rows<1, load_f32, pf_gather>, dot_rows<1, load_f32, pf_none>>;
+        k.dots[0] = gather_dots<float, dot_rows<1, load_f32, pf_l2>, dot_rows<1, load_f32, pf_none>>;
         k.dots[1] = sparse_avx2_table().dots[1];  // the AVX2 F16 rows are the dense ones too (dense_avx512.cpp)
-        k.dots[2] = gather_dots<float, dot_rows<1, load_bf16, pf_gather>, dot_rows<1, load_bf16, pf_none>>;
-        k.dots[3] = gather_dots<q8_act, quant_rows<1, q8_block, pf_gather>, quant_rows<1, q8_block, pf_none>>;
-        k.dots[4] = gather_dots<q8_act, quant_rows<1, q4_block, pf_gather>, quant_rows<1, q4_block, pf_none>>;
+        k.dots[2] = gather_dots<float, dot_rows<1, load_bf16, pf_l2>, dot_rows<1, load_bf16, pf_none>>;
+        k.dots[3] = gather_dots<q8_act, quant_rows<1, q8_block, pf_l2>, quant_rows<1, q8_block, pf_none>>;
+        k.dots[4] = gather_dots<q8_act, quant_rows<1, q4_block, pf_l2>, quant_rows<1, q4_block, pf_none>>;
         add_unpacked_dots_avx2(k);
         add_kquant_dots_avx512(k);
         add_int8_x8_chunks_avx2(k);  // AVX-512 CPUs have AVX2; replaced below where VNNI and VBMI exist
