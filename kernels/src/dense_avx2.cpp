@@ -6,15 +6,6 @@
 namespace sl::kernels::detail {
 namespace {
 
-// Software prefetch distance for the single-row streaming kernels (see dense_avx512.cpp).
-constexpr int k_prefetch = 4096;
-
-// Where a streaming row kernel prefetches: the same row, k_prefetch bytes ahead (multi-row tiles
-// of the cached kernels do not prefetch).
-inline const uint8_t* ahead(const uint8_t* row) {
-    return row + k_prefetch;
-}
-
 template <int R, typename L>
 void rows_float(const uint8_t* w, int64_t rb, int64_t n_rows, int64_t cols, const void* xv, float* y) {
     const auto* x = static_cast<const float*>(xv);
@@ -40,12 +31,15 @@ void rows_stream(const uint8_t* w, int64_t rb, int64_t n_rows, int64_t cols, con
     for (; r < n_rows; ++r) dot_rows<1, L, false>(w + r * rb, rb, cols, x, y + r, nullptr);
 }
 
+// Quantized rows: the streaming form (R = 1) prefetches into L2 (dense_internal.h), the cached tiles'
+// leftover rows into L1.
 template <int R, typename B>
 void rows_quant(const uint8_t* w, int64_t rb, int64_t n_rows, int64_t cols, const void* xv, float* y) {
     const auto* xa = static_cast<const q8_act*>(xv);
+    constexpr int mode = R == 1 ? pf_l2 : pf_none;
     int64_t r = 0;
-    for (; r + R <= n_rows; r += R) quant_rows<R, B, R == 1>(w + r * rb, rb, cols, xa, y + r, ahead(w + r * rb));
-    for (; r < n_rows; ++r) quant_rows<1, B, true>(w + r * rb, rb, cols, xa, y + r, ahead(w + r * rb));
+    for (; r + R <= n_rows; r += R) quant_rows<R, B, mode>(w + r * rb, rb, cols, xa, y + r, ahead<mode>(w + r * rb));
+    for (; r < n_rows; ++r) quant_rows<1, B, pf_l1>(w + r * rb, rb, cols, xa, y + r, ahead(w + r * rb));
 }
 
 // Q4_0 rows; with enough rows to amortise it, the activations are rearranged once (q4_pair_acts) and
@@ -54,11 +48,12 @@ void rows_q4(const uint8_t* w, int64_t rb, int64_t n_rows, int64_t cols, const v
     const auto* xa = static_cast<const q8_act*>(xv);
     if (n_rows < 8) {
         for (int64_t r = 0; r < n_rows; ++r)
-            q4_row<q4_x_direct, true>(w + r * rb, cols, xa, xa, y + r, ahead(w + r * rb));
+            q4_row<q4_x_direct, pf_l2>(w + r * rb, cols, xa, xa, y + r, ahead<pf_l2>(w + r * rb));
         return;
     }
     const q8_act* xg = q4_pair_acts(xa, cols);
-    for (int64_t r = 0; r < n_rows; ++r) q4_row<q4_x_paired, true>(w + r * rb, cols, xg, xa, y + r, ahead(w + r * rb));
+    for (int64_t r = 0; r < n_rows; ++r)
+        q4_row<q4_x_paired, pf_l2>(w + r * rb, cols, xg, xa, y + r, ahead<pf_l2>(w + r * rb));
 }
 
 template <typename L>
@@ -168,7 +163,7 @@ float stream_sum(const float* p, int64_t n) {
         if constexpr (Prefetch) {
             SL_UNROLL
             for (int l = 0; l < 128; l += 64)
-                _mm_prefetch(reinterpret_cast<const char*>(p + i) + k_prefetch + l, _MM_HINT_T0);
+                _mm_prefetch(reinterpret_cast<const char*>(p + i) + k_l1_ahead + l, _MM_HINT_T0);
         }
         a0 = _mm256_add_ps(a0, _mm256_load_ps(p + i));
         a1 = _mm256_add_ps(a1, _mm256_load_ps(p + i + 8));

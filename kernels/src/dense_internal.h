@@ -17,19 +17,26 @@ namespace sl::kernels::detail {
 //    streamers: through L2 a Q4_0 14336x4096 output-sparse gather at 50% random rows took 0.65 ms
 //    instead of 0.99 (dense 1.04), at 10% 0.19 instead of 0.26 (2 threads, AVX2 VM; every 2nd row
 //    0.76 instead of 1.21);
-//  - the AVX-512 streaming rows wherever the activations are not small (k_l2_ahead further on): an L1
-//    prefetch of the weights evicts the activation vector the row keeps re-reading. On a Zen 4, 2
-//    threads, 1 GB of copies, rows of 14336 columns (Q8_K/Q8_0 activations: 18 KiB) ran Q4_K 23 -> 34
+//  - streaming quantized rows (both ISAs) and AVX-512 float rows whose x is not small (k_l2_ahead
+//    further on): an L1 prefetch of the weights evicts the activation vector the row keeps re-reading.
+//    On a Zen 4, AVX-512 kernels, 2 threads, 1 GB of copies, rows of 14336 columns (Q8_K/Q8_0 activations: 18 KiB) ran Q4_K 23 -> 34
 //    GB/s, Q4_0 26 -> 41, Q8_0 35 -> 49, Q6_K 30 -> 34; of 8192 columns Q4_K 33 -> 37, Q4_0 37 -> 42,
 //    Q8_0 40 -> 47; of 2048-4096 columns quantized rows were as fast or faster (Q8_0 43 -> 51), f32 rows
 //    as fast, so floats switch only past 16 KiB of x (bf16 8192 columns 22 -> 28 GB/s). Into L2 only
 //    4 KiB ahead was slower than L1 (too few lines in flight; the AVX2 VM measured it ~5% slower too).
+//    The AVX2 kernels on the same machine: quant_rows_avx2.cpp.
 enum pf_mode : int { pf_none = 0, pf_l1 = 1, pf_l2 = 2 };
 
 namespace {  // internal linkage: each ISA's file keeps the copy compiled with its own flags
 
 // How far ahead in its own row a streaming row kernel prefetches, per pf_mode.
 constexpr int64_t k_l1_ahead = 4096, k_l2_ahead = 8192;
+
+// Where a streaming row kernel prefetches for a pf_mode: its own row, that far further on.
+template <int Mode = pf_l1>
+inline const uint8_t* ahead(const uint8_t* row) {
+    return row + (Mode == pf_l2 ? k_l2_ahead : k_l1_ahead);
+}
 
 // Prefetches the lines [pf + off, pf + off + Bytes) for a pf_mode: T0 (l1), T1 (l2).
 template <int Bytes, int Mode = pf_l1>

@@ -302,10 +302,11 @@ template <dtype T, int Prefetch>
     }
 }
 
-// Software prefetch distance of the streaming rows: 2 KiB ahead in the row. Measured on 2 threads over
-// the l1b shapes (alternating, 0 / 1 / 2 / 4 / 8 KiB): Q4_K and Q6_K were best at 2 KiB in 6 of 6
-// shapes, by 2-8% over 4 KiB; 8 KiB was worst.
-constexpr int64_t k_kquant_prefetch = 2048;
+// Software prefetch of the streaming rows: into L2, k_l2_ahead (8 KiB) ahead in the row
+// (dense_internal.h). The AVX2 VM had measured T0 only (0-8 KiB: 2 KiB best, 8 KiB worst); on a Zen 4
+// with these kernels forced (SPARSELENS_ISA=avx2, 2 threads, 1 GB of copies) L2 8 KiB ahead against L1
+// 2 KiB: Q4_K 14336 columns 27 -> 34 GB/s, Q6_K 21 -> 38, 8192 columns Q6_K 36 -> 46, Q4_K 33 -> 33;
+// no shape slower.
 
 // 32 * (x_2i + x_2i+1) for the Q6_K offset (q6k_sum), as int16, once per call; thread-local, grows only.
 const int16_t* q6k_x32(const q8_act* xa, int64_t cols) {
@@ -325,12 +326,12 @@ void rows(const uint8_t* w, int64_t rb, int64_t n_rows, int64_t cols, const void
         if (n_rows >= 4) {
             const int16_t* x32 = q6k_x32(xa, cols);
             for (int64_t r = 0; r < n_rows; ++r)
-                kquant_row<T, true, true>(w + r * rb, cols, xa, x32, y + r, w + r * rb + k_kquant_prefetch);
+                kquant_row<T, pf_l2, true>(w + r * rb, cols, xa, x32, y + r, w + r * rb + k_l2_ahead);
             return;
         }
     }
     for (int64_t r = 0; r < n_rows; ++r)
-        row_dot<T, true>(w + r * rb, rb, cols, xa, y + r, w + r * rb + k_kquant_prefetch);
+        row_dot<T, pf_l2>(w + r * rb, rb, cols, xa, y + r, w + r * rb + k_l2_ahead);
 }
 
 template <dtype... Ts>

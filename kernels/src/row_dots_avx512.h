@@ -330,11 +330,6 @@ template <int R, typename B, int Prefetch>
 // Software prefetch of the single-row streaming kernels: the hardware prefetcher alone left F16/BF16
 // rows at ~70% of the F32 byte rate (one thread); into L1 4 KiB ahead measured best of 1-8 KiB there.
 // Into L2 8 KiB ahead is faster once the activations are not small (dense_internal.h, pf_mode).
-// Where a streaming row kernel prefetches: its own row, k_l1_ahead or k_l2_ahead bytes further on.
-template <int Mode>
-inline const uint8_t* ahead(const uint8_t* row) {
-    return row + (Mode == pf_l2 ? k_l2_ahead : k_l1_ahead);
-}
 
 // R rows per pass share each activation load; the streaming (Prefetch) form prefetches each of its
 // rows ahead, the cached (multi-row) tiles do not, their leftover single rows into L1. Streaming gemv
