@@ -2,6 +2,7 @@
 #include "bench_kernels.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -56,6 +57,7 @@ int64_t copies_for(double ws_bytes, int64_t bytes) {
 }
 
 uint64_t g_rng = 0x2545f4914f6cdd1dULL;
+volatile uint64_t g_sink = 0;  // the plain reads' checksums stay observable
 uint64_t next_u64() {  // xorshift64*: fast enough to fill a gigabyte
     g_rng ^= g_rng >> 12;
     g_rng ^= g_rng << 25;
@@ -115,6 +117,12 @@ struct timing {
     double median = 0, min = 0;
 };
 
+timing summarize(std::vector<double> t) {
+    std::sort(t.begin(), t.end());
+    const size_t n = t.size();
+    return {n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]), t.front()};
+}
+
 // One untimed warm-up call, then `reps` timed calls; call(c, r) runs on copy c. Every call moves
 // to the next copy, so a copy is re-read only after all others (> LLC) have been.
 template <typename F>
@@ -127,10 +135,54 @@ timing time_calls(int64_t n_copies, int reps, F&& call) {
         call(c, r);
         t.push_back(std::chrono::duration<double>(clock_type::now() - t0).count());
     }
-    std::sort(t.begin(), t.end());
-    const size_t n = t.size();
-    return {n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]), t.front()};
+    return summarize(t);
 }
+
+// The calls of several cases over one set of copies, measured in rounds: each round runs a few
+// calls of every case in turn, so when a shared host's memory bandwidth changes phase (the Zen 4 guest
+// of stop 27 swings between ~30 and ~58 GB/s for minutes) every case sees the same mix of phases and
+// their ratios (sparse over dense, kernel over plain read) stay meaningful. Calls take the copies in
+// turn across all cases (each case modulo its own set): a copy is re-read only after the others. Case k's call(c, r) gets
+// its own running call number r (sparse cases pick their index list by it) and has one untimed
+// warm-up call before the first round.
+class interleaved_timer {
+public:
+    // A case over a set of n_copies copies; returns its id for result().
+    int add(int64_t n_copies, std::function<void(int64_t, int)> call) {
+        m_calls.push_back(std::move(call));
+        m_copies.push_back(std::max<int64_t>(1, n_copies));
+        return static_cast<int>(m_calls.size()) - 1;
+    }
+
+    // reps timed calls per case, in rounds of k_per_round calls.
+    void run(int reps) {
+        m_times.assign(m_calls.size(), {});
+        std::vector<int> next(m_calls.size(), 0);
+        for (size_t k = 0; k < m_calls.size(); ++k) m_calls[k](take_copy(k), next[k]++);
+        for (int done = 0; done < reps; done += k_per_round) {
+            const int n = std::min(k_per_round, reps - done);
+            for (size_t k = 0; k < m_calls.size(); ++k) {
+                for (int i = 0; i < n; ++i) {
+                    const int64_t c = take_copy(k);
+                    const auto t0 = clock_type::now();
+                    m_calls[k](c, next[k]++);
+                    m_times[k].push_back(std::chrono::duration<double>(clock_type::now() - t0).count());
+                }
+            }
+        }
+    }
+
+    timing result(int k) const { return summarize(m_times[static_cast<size_t>(k)]); }
+
+private:
+    static constexpr int k_per_round = 3;
+    int64_t take_copy(size_t k) { return m_next_copy++ % m_copies[k]; }
+
+    int64_t m_next_copy = 0;
+    std::vector<int64_t> m_copies;
+    std::vector<std::function<void(int64_t, int)>> m_calls;
+    std::vector<std::vector<double>> m_times;
+};
 
 bool wants(const kernel_bench_params& p, const char* kernel) {
     return std::find(p.kernels.begin(), p.kernels.end(), kernel) != p.kernels.end();
@@ -214,33 +266,43 @@ private:
         }
     }
 
-    double dense(const copies& set, int64_t rows, int64_t cols, const std::string& matrix) {
-        std::vector<float> y(static_cast<size_t>(rows));
+    // Our dense gemv over set's copies, as a case of t (y outlives t.run()).
+    int dense_case(interleaved_timer& t, const copies& set, int64_t rows, int64_t cols, std::vector<float>& y) const {
         const std::vector<float>& x = cols == m_s.hidden ? m_x_hidden : m_x_dim;
-        const timing tm = time_calls(set.size(), m_p.reps, [&](int64_t c, int) {
+        return t.add(set.size(), [&, rows, cols](int64_t c, int) {
             k::gemv(view(set[c], rows, cols), x.data(), y.data(), m_p.threads);
         });
+    }
+
+    // The dense row from its case; returns its median.
+    double dense_row(const interleaved_timer& t, int id, int64_t rows, int64_t cols, const std::string& matrix,
+                     int64_t n_copies) {
+        const timing tm = t.result(id);
         kernel_bench_row& r =
-            add("dense", matrix, 1.0, rows, tm, static_cast<double>(view(nullptr, rows, cols).bytes()), set.size());
+            add("dense", matrix, 1.0, rows, tm, static_cast<double>(view(nullptr, rows, cols).bytes()), n_copies);
         r.speedup = 1.0;
         r.baseline = "dense";
         return tm.median;
     }
 
-    // GB/s of a pure read of the same listed rows on the same copies (kernels::read_listed_rows): the
-    // ceiling of that access pattern, whatever the arithmetic: the best of three ways of prefetching
-    // (none, listed rows ahead into L2, ahead within the row into L1).
-    double pattern_gbs(const copies& set, int64_t row_bytes, const std::vector<std::vector<int32_t>>& l) const {
-        volatile uint64_t sink = 0;  // the checksum stays observable
-        double best = 0;
-        for (int mode : {0, 1, 2}) {
-            const timing tm = time_calls(set.size(), m_p.reps, [&](int64_t c, int r) {
+    // A pure read of the same listed rows on the same copies (kernels::read_listed_rows) in three ways
+    // of prefetching (none, listed rows ahead into L2, ahead within the row into L1): cases of t.
+    std::array<int, 3> pattern_cases(interleaved_timer& t, const copies& set, int64_t row_bytes,
+                                     const std::vector<std::vector<int32_t>>& l) const {
+        std::array<int, 3> ids{};
+        for (int mode = 0; mode < 3; ++mode)
+            ids[static_cast<size_t>(mode)] = t.add(set.size(), [&, row_bytes, mode](int64_t c, int r) {
                 const auto& idx = l[static_cast<size_t>(r / set.size() % 3)];
-                sink = sink + k::read_listed_rows(set[c], row_bytes, idx.data(), static_cast<int64_t>(idx.size()),
-                                                  m_p.threads, mode);
+                g_sink = g_sink + k::read_listed_rows(set[c], row_bytes, idx.data(), static_cast<int64_t>(idx.size()),
+                                                      m_p.threads, mode);
             });
-            best = std::max(best, static_cast<double>(static_cast<int64_t>(l[0].size()) * row_bytes) / tm.median / 1e9);
-        }
+        return ids;
+    }
+
+    // GB/s of the fastest of the three reads: the ceiling of that access pattern, whatever the arithmetic.
+    static double pattern_gbs(const interleaved_timer& t, const std::array<int, 3>& ids, double bytes) {
+        double best = 0;
+        for (int id : ids) best = std::max(best, bytes / t.result(id).median / 1e9);
         return best;
     }
 
@@ -251,118 +313,149 @@ private:
         return l;
     }
 
-    // down [dim, hidden]: dense gemv, baselines, and the input-sparse kernel over active hidden channels.
+    // down [dim, hidden]: dense gemv and the input-sparse kernel over active hidden channels (on the
+    // input-major layout), interleaved; then the baselines.
     void down_projection() {
         const int64_t rows = m_s.dim, cols = m_s.hidden;
         const std::string matrix = "down " + shape_text(rows, cols);
         const int64_t bytes = view(nullptr, rows, cols).bytes();
-        double dense_s = 0;
-        {
-            const copies set(m_down.data(), bytes, copies_for(m_ws, bytes), m_p.huge_pages);
-            progress("dense " + matrix, set.size(), bytes);
-            dense_s = dense(set, rows, cols, matrix);
-            baselines(set, rows, cols, matrix, dense_s);
-        }
-        if (!wants(m_p, "input_sparse")) return;
+        const copies set(m_down.data(), bytes, copies_for(m_ws, bytes), m_p.huge_pages);
+        const bool sparse = wants(m_p, "input_sparse");
         // The layout's own type (Q4_K -> Q4_0, Q6_K -> Q8_0 ...), as the engine writes it.
         const dtype lt = k::input_major_type(view(m_down.data(), rows, cols));
-        const k::owned_matrix im = k::to_input_major(view(m_down.data(), rows, cols), lt);
-        const copies set(im.view.data, im.view.bytes(), copies_for(m_ws, im.view.bytes()), m_p.huge_pages);
-        progress("input-sparse " + matrix, set.size(), im.view.bytes());
+        const k::owned_matrix im = sparse ? k::to_input_major(view(m_down.data(), rows, cols), lt) : k::owned_matrix{};
+        const copies im_set(im.view.data, sparse ? im.view.bytes() : 0, sparse ? copies_for(m_ws, im.view.bytes()) : 0,
+                            m_p.huge_pages);
+        progress("dense" + std::string(sparse ? " + input-sparse " : " ") + matrix, set.size() + im_set.size(), bytes);
         std::vector<float> y(static_cast<size_t>(rows));
-        for (double d : m_p.densities) {
-            const auto l = lists(cols, d);
-            const int64_t n = static_cast<int64_t>(l[0].size());
-            const timing tm = time_calls(set.size(), m_p.reps, [&](int64_t c, int r) {
-                const auto& idx = l[static_cast<size_t>(r / set.size() % 3)];
-                const tensor_view wt{lt, cols, rows, set[c]};
-                k::gemv_input_sparse(wt, m_x_hidden.data(), idx.data(), n, y.data(), m_p.threads);
-            });
-            kernel_bench_row& row =
-                add("input_sparse", matrix, d, n, tm, static_cast<double>(n * im.view.row_bytes()), set.size());
+        interleaved_timer t;
+        const int dense_id = dense_case(t, set, rows, cols, y);
+        std::vector<std::vector<std::vector<int32_t>>> l;
+        std::vector<int> ids;
+        std::vector<std::array<int, 3>> read_ids;
+        if (sparse) {
+            for (double d : m_p.densities) l.push_back(lists(cols, d));
+            for (const auto& li : l) {
+                const int64_t n = static_cast<int64_t>(li[0].size());
+                ids.push_back(t.add(im_set.size(), [&, n](int64_t c, int r) {
+                    const auto& idx = li[static_cast<size_t>(r / im_set.size() % 3)];
+                    const tensor_view wt{lt, cols, rows, im_set[c]};
+                    k::gemv_input_sparse(wt, m_x_hidden.data(), idx.data(), n, y.data(), m_p.threads);
+                }));
+                read_ids.push_back(pattern_cases(t, im_set, im.view.row_bytes(), li));
+            }
+        }
+        t.run(m_p.reps);
+        const double dense_s = dense_row(t, dense_id, rows, cols, matrix, set.size());
+        for (size_t i = 0; i < ids.size(); ++i) {
+            const int64_t n = static_cast<int64_t>(l[i][0].size());
+            const timing tm = t.result(ids[i]);
+            const double row_bytes = static_cast<double>(n * im.view.row_bytes());
+            kernel_bench_row& row = add("input_sparse", matrix, m_p.densities[i], n, tm, row_bytes, im_set.size());
             row.speedup = dense_s / tm.median;
             row.baseline = "dense";
-            row.pattern_gbs = pattern_gbs(set, im.view.row_bytes(), l);
-        }
-    }
-
-    // up [hidden, dim]: dense gemv, baselines, and the output-sparse kernel over active rows.
-    void up_projection() {
-        const int64_t rows = m_s.hidden, cols = m_s.dim;
-        const std::string matrix = "up " + shape_text(rows, cols);
-        const int64_t bytes = view(nullptr, rows, cols).bytes();
-        const copies set(m_up.data(), bytes, copies_for(m_ws, bytes), m_p.huge_pages);
-        progress("dense + output-sparse " + matrix, set.size(), bytes);
-        const double dense_s = dense(set, rows, cols, matrix);
-        if (wants(m_p, "output_sparse")) {
-            std::vector<float> y(static_cast<size_t>(rows));
-            for (double d : m_p.densities) {
-                const auto l = lists(rows, d);
-                const int64_t n = static_cast<int64_t>(l[0].size());
-                const timing tm = time_calls(set.size(), m_p.reps, [&](int64_t c, int r) {
-                    const auto& idx = l[static_cast<size_t>(r / set.size() % 3)];
-                    k::gemv_output_sparse(view(set[c], rows, cols), m_x_dim.data(), idx.data(), n, y.data(),
-                                          m_p.threads);
-                });
-                kernel_bench_row& row = add("output_sparse", matrix, d, n, tm,
-                                            static_cast<double>(n * dtype_row_bytes(m_t, cols)), set.size());
-                row.speedup = dense_s / tm.median;
-                row.baseline = "dense";
-                row.pattern_gbs = pattern_gbs(set, dtype_row_bytes(m_t, cols), l);
-            }
+            row.pattern_gbs = pattern_gbs(t, read_ids[i], row_bytes);
         }
         baselines(set, rows, cols, matrix, dense_s);
     }
 
-    // The whole gated MLP: dense (gate, up, swiglu, down) vs the fused kernel over neuron bundles.
+    // up [hidden, dim]: dense gemv and the output-sparse kernel over active rows, interleaved; then the
+    // baselines.
+    void up_projection() {
+        const int64_t rows = m_s.hidden, cols = m_s.dim;
+        const std::string matrix = "up " + shape_text(rows, cols);
+        const int64_t bytes = view(nullptr, rows, cols).bytes(), row_b = dtype_row_bytes(m_t, cols);
+        const copies set(m_up.data(), bytes, copies_for(m_ws, bytes), m_p.huge_pages);
+        const bool sparse = wants(m_p, "output_sparse");
+        progress("dense" + std::string(sparse ? " + output-sparse " : " ") + matrix, set.size(), bytes);
+        std::vector<float> y(static_cast<size_t>(rows));
+        interleaved_timer t;
+        const int dense_id = dense_case(t, set, rows, cols, y);
+        std::vector<std::vector<std::vector<int32_t>>> l;
+        std::vector<int> ids;
+        std::vector<std::array<int, 3>> read_ids;
+        if (sparse) {
+            for (double d : m_p.densities) l.push_back(lists(rows, d));
+            for (const auto& li : l) {
+                const int64_t n = static_cast<int64_t>(li[0].size());
+                ids.push_back(t.add(set.size(), [&, n](int64_t c, int r) {
+                    const auto& idx = li[static_cast<size_t>(r / set.size() % 3)];
+                    k::gemv_output_sparse(view(set[c], rows, cols), m_x_dim.data(), idx.data(), n, y.data(),
+                                          m_p.threads);
+                }));
+                read_ids.push_back(pattern_cases(t, set, row_b, li));
+            }
+        }
+        t.run(m_p.reps);
+        const double dense_s = dense_row(t, dense_id, rows, cols, matrix, set.size());
+        for (size_t i = 0; i < ids.size(); ++i) {
+            const int64_t n = static_cast<int64_t>(l[i][0].size());
+            const timing tm = t.result(ids[i]);
+            const double row_bytes = static_cast<double>(n * row_b);
+            kernel_bench_row& row = add("output_sparse", matrix, m_p.densities[i], n, tm, row_bytes, set.size());
+            row.speedup = dense_s / tm.median;
+            row.baseline = "dense";
+            row.pattern_gbs = pattern_gbs(t, read_ids[i], row_bytes);
+        }
+        baselines(set, rows, cols, matrix, dense_s);
+    }
+
+    // The whole gated MLP: dense (gate, up, swiglu, down) vs the fused kernel over neuron bundles,
+    // interleaved.
     void mlp() {
         const int64_t dim = m_s.dim, hidden = m_s.hidden;
         const std::string matrix = "mlp " + shape_text(dim, hidden);
         const int64_t mat_bytes = view(nullptr, hidden, dim).bytes();
-        double dense_s = 0;
         std::vector<float> g(static_cast<size_t>(hidden)), u = g, y(static_cast<size_t>(dim));
-        {
-            // One buffer per copy holds gate, up and down back to back.
-            std::vector<uint8_t> joined(static_cast<size_t>(3 * mat_bytes));
-            std::memcpy(joined.data(), m_gate.data(), static_cast<size_t>(mat_bytes));
-            std::memcpy(joined.data() + mat_bytes, m_up.data(), static_cast<size_t>(mat_bytes));
-            std::memcpy(joined.data() + 2 * mat_bytes, m_down.data(), static_cast<size_t>(mat_bytes));
-            const copies set(joined.data(), 3 * mat_bytes, copies_for(m_ws, 3 * mat_bytes), m_p.huge_pages);
-            joined = {};
-            progress("dense " + matrix, set.size(), 3 * mat_bytes);
-            const timing tm = time_calls(set.size(), m_p.reps, [&](int64_t c, int) {
-                k::gemv(view(set[c], hidden, dim), m_x_dim.data(), g.data(), m_p.threads);
-                k::gemv(view(set[c] + mat_bytes, hidden, dim), m_x_dim.data(), u.data(), m_p.threads);
-                k::swiglu(g.data(), g.data(), u.data(), hidden);
-                k::gemv(view(set[c] + 2 * mat_bytes, dim, hidden), g.data(), y.data(), m_p.threads);
-            });
-            kernel_bench_row& r =
-                add("dense_mlp", matrix, 1.0, hidden, tm, static_cast<double>(3 * mat_bytes), set.size());
-            r.speedup = 1.0;
-            r.baseline = "dense_mlp";
-            dense_s = tm.median;
-        }
+        // One buffer per copy holds gate, up and down back to back.
+        std::vector<uint8_t> joined(static_cast<size_t>(3 * mat_bytes));
+        std::memcpy(joined.data(), m_gate.data(), static_cast<size_t>(mat_bytes));
+        std::memcpy(joined.data() + mat_bytes, m_up.data(), static_cast<size_t>(mat_bytes));
+        std::memcpy(joined.data() + 2 * mat_bytes, m_down.data(), static_cast<size_t>(mat_bytes));
+        const copies set(joined.data(), 3 * mat_bytes, copies_for(m_ws, 3 * mat_bytes), m_p.huge_pages);
+        joined = {};
         // The bundles' type beside the down layout (x8 forms are the down parts' storage, bundle_view::down_type).
         const dtype lt = dtype_bundle_type(k::input_major_type(view(m_down.data(), dim, hidden)));
         const k::owned_bundles b = k::make_bundles(view(m_gate.data(), hidden, dim), view(m_up.data(), hidden, dim),
                                                    view(m_down.data(), dim, hidden), lt);
         const int64_t b_bytes = hidden * b.view.bundle_bytes();
-        const copies set(b.view.data, b_bytes, copies_for(m_ws, b_bytes), m_p.huge_pages);
-        progress("fused " + matrix, set.size(), b_bytes);
+        const copies b_set(b.view.data, b_bytes, copies_for(m_ws, b_bytes), m_p.huge_pages);
+        progress("dense + fused " + matrix, set.size() + b_set.size(), 3 * mat_bytes);
         std::vector<float> scratch(static_cast<size_t>(k::fused_mlp_scratch_floats(dim, m_p.threads)));
-        for (double d : m_p.densities) {
-            const auto l = lists(hidden, d);
-            const int64_t n = static_cast<int64_t>(l[0].size());
-            const timing tm = time_calls(set.size(), m_p.reps, [&](int64_t c, int r) {
-                const auto& idx = l[static_cast<size_t>(r / set.size() % 3)];
-                const k::bundle_view bv{lt, hidden, dim, set[c]};
+        interleaved_timer t;
+        const int dense_id = t.add(set.size(), [&](int64_t c, int) {
+            k::gemv(view(set[c], hidden, dim), m_x_dim.data(), g.data(), m_p.threads);
+            k::gemv(view(set[c] + mat_bytes, hidden, dim), m_x_dim.data(), u.data(), m_p.threads);
+            k::swiglu(g.data(), g.data(), u.data(), hidden);
+            k::gemv(view(set[c] + 2 * mat_bytes, dim, hidden), g.data(), y.data(), m_p.threads);
+        });
+        std::vector<std::vector<std::vector<int32_t>>> l;
+        for (double d : m_p.densities) l.push_back(lists(hidden, d));
+        std::vector<int> ids;
+        std::vector<std::array<int, 3>> read_ids;
+        for (const auto& li : l) {
+            const int64_t n = static_cast<int64_t>(li[0].size());
+            ids.push_back(t.add(b_set.size(), [&, n](int64_t c, int r) {
+                const auto& idx = li[static_cast<size_t>(r / b_set.size() % 3)];
+                const k::bundle_view bv{lt, hidden, dim, b_set[c]};
                 k::fused_sparse_mlp(bv, m_x_dim.data(), idx.data(), n, y.data(), scratch.data(), nullptr, m_p.threads);
-            });
-            kernel_bench_row& row =
-                add("fused_mlp", matrix, d, n, tm, static_cast<double>(n * b.view.bundle_bytes()), set.size());
-            row.speedup = dense_s / tm.median;
+            }));
+            read_ids.push_back(pattern_cases(t, b_set, b.view.bundle_bytes(), li));
+        }
+        t.run(m_p.reps);
+        const timing dense_tm = t.result(dense_id);
+        kernel_bench_row& r =
+            add("dense_mlp", matrix, 1.0, hidden, dense_tm, static_cast<double>(3 * mat_bytes), set.size());
+        r.speedup = 1.0;
+        r.baseline = "dense_mlp";
+        for (size_t i = 0; i < ids.size(); ++i) {
+            const int64_t n = static_cast<int64_t>(l[i][0].size());
+            const timing tm = t.result(ids[i]);
+            const double row_bytes = static_cast<double>(n * b.view.bundle_bytes());
+            kernel_bench_row& row = add("fused_mlp", matrix, m_p.densities[i], n, tm, row_bytes, b_set.size());
+            row.speedup = dense_tm.median / tm.median;
             row.baseline = "dense_mlp";
-            row.pattern_gbs = pattern_gbs(set, b.view.bundle_bytes(), l);
+            row.pattern_gbs = pattern_gbs(t, read_ids[i], row_bytes);
         }
     }
 

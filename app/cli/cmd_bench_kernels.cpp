@@ -121,7 +121,8 @@ void print_table(const kernel_bench_result& r, const std::vector<target>& target
     std::printf("openmp     wait policy %s, spin count %s\n", env_or("OMP_WAIT_POLICY", "default").c_str(),
                 env_or("GOMP_SPINCOUNT", "default").c_str());
     std::printf(
-        "setup      working set %.2f GB per measurement, median of %d calls, %s pages, OpenBLAS %s, Eigen %s\n\n",
+        "setup      working set %.2f GB per measurement, median of %d calls (a matrix's kernels, densities and plain "
+        "reads interleaved in rounds of 3 calls), %s pages, OpenBLAS %s, Eigen %s\n\n",
         r.working_set_gb, r.reps, r.huge_pages ? "huge" : "4 KiB", r.have_openblas ? "yes" : "no",
         r.have_eigen ? "yes (rows split over threads)" : "no");
     std::printf("%-15s %-18s %-5s %7s %7s %10s %8s %6s %8s %8s %-11s %9s %6s\n", "kernel", "weights", "type", "density",
