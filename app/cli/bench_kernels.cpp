@@ -142,9 +142,9 @@ timing time_calls(int64_t n_copies, int reps, F&& call) {
 // calls of every case in turn, so when a shared host's memory bandwidth changes phase (the Zen 4 guest
 // of stop 27 swings between ~30 and ~58 GB/s for minutes) every case sees the same mix of phases and
 // their ratios (sparse over dense, kernel over plain read) stay meaningful. Calls take the copies in
-// turn across all cases (each case modulo its own set): a copy is re-read only after the others. Case k's call(c, r) gets
-// its own running call number r (sparse cases pick their index list by it) and has one untimed
-// warm-up call before the first round.
+// turn across all cases (each case modulo its own set): a copy is re-read only after the others. Case k's call(c, r)
+// gets its own running call number r (sparse cases pick their index list by it) and has one untimed warm-up call before
+// the first round.
 class interleaved_timer {
 public:
     // A case over a set of n_copies copies; returns its id for result().
@@ -313,6 +313,41 @@ private:
         return l;
     }
 
+    // One sparse kernel's cases, one per density, each with the three plain reads of its rows.
+    struct sparse_cases {
+        std::vector<std::vector<std::vector<int32_t>>> lists;  // per density: 3 index lists
+        std::vector<int> ids;
+        std::vector<std::array<int, 3>> reads;
+    };
+
+    // Adds to t, for every density, kernel(copy, idx) over set (n_items rows or channels to pick from)
+    // and the plain reads of the same rows; sc and what kernel refers to outlive t.run().
+    template <typename F>
+    void add_sparse_cases(interleaved_timer& t, const copies& set, int64_t n_items, int64_t row_bytes, sparse_cases& sc,
+                          F kernel) const {
+        for (double d : m_p.densities) sc.lists.push_back(lists(n_items, d));
+        for (const auto& li : sc.lists) {
+            sc.ids.push_back(t.add(set.size(), [&set, &li, kernel](int64_t c, int r) {
+                kernel(set[c], li[static_cast<size_t>(r / set.size() % 3)]);
+            }));
+            sc.reads.push_back(pattern_cases(t, set, row_bytes, li));
+        }
+    }
+
+    // Their rows after t.run(), with speed-ups over base_s (the median of the `baseline` case).
+    void sparse_rows(const interleaved_timer& t, const sparse_cases& sc, const char* kernel, const std::string& matrix,
+                     int64_t row_bytes, int64_t n_copies, double base_s, const char* baseline) {
+        for (size_t i = 0; i < sc.ids.size(); ++i) {
+            const int64_t n = static_cast<int64_t>(sc.lists[i][0].size());
+            const timing tm = t.result(sc.ids[i]);
+            const double bytes = static_cast<double>(n * row_bytes);
+            kernel_bench_row& row = add(kernel, matrix, m_p.densities[i], n, tm, bytes, n_copies);
+            row.speedup = base_s / tm.median;
+            row.baseline = baseline;
+            row.pattern_gbs = pattern_gbs(t, sc.reads[i], bytes);
+        }
+    }
+
     // down [dim, hidden]: dense gemv and the input-sparse kernel over active hidden channels (on the
     // input-major layout), interleaved; then the baselines.
     void down_projection() {
@@ -330,32 +365,16 @@ private:
         std::vector<float> y(static_cast<size_t>(rows));
         interleaved_timer t;
         const int dense_id = dense_case(t, set, rows, cols, y);
-        std::vector<std::vector<std::vector<int32_t>>> l;
-        std::vector<int> ids;
-        std::vector<std::array<int, 3>> read_ids;
-        if (sparse) {
-            for (double d : m_p.densities) l.push_back(lists(cols, d));
-            for (const auto& li : l) {
-                const int64_t n = static_cast<int64_t>(li[0].size());
-                ids.push_back(t.add(im_set.size(), [&, n](int64_t c, int r) {
-                    const auto& idx = li[static_cast<size_t>(r / im_set.size() % 3)];
-                    const tensor_view wt{lt, cols, rows, im_set[c]};
-                    k::gemv_input_sparse(wt, m_x_hidden.data(), idx.data(), n, y.data(), m_p.threads);
-                }));
-                read_ids.push_back(pattern_cases(t, im_set, im.view.row_bytes(), li));
-            }
-        }
+        sparse_cases sc;
+        if (sparse)
+            add_sparse_cases(t, im_set, cols, im.view.row_bytes(), sc,
+                             [&](const uint8_t* w, const std::vector<int32_t>& idx) {
+                                 k::gemv_input_sparse(tensor_view{lt, cols, rows, w}, m_x_hidden.data(), idx.data(),
+                                                      static_cast<int64_t>(idx.size()), y.data(), m_p.threads);
+                             });
         t.run(m_p.reps);
         const double dense_s = dense_row(t, dense_id, rows, cols, matrix, set.size());
-        for (size_t i = 0; i < ids.size(); ++i) {
-            const int64_t n = static_cast<int64_t>(l[i][0].size());
-            const timing tm = t.result(ids[i]);
-            const double row_bytes = static_cast<double>(n * im.view.row_bytes());
-            kernel_bench_row& row = add("input_sparse", matrix, m_p.densities[i], n, tm, row_bytes, im_set.size());
-            row.speedup = dense_s / tm.median;
-            row.baseline = "dense";
-            row.pattern_gbs = pattern_gbs(t, read_ids[i], row_bytes);
-        }
+        sparse_rows(t, sc, "input_sparse", matrix, im.view.row_bytes(), im_set.size(), dense_s, "dense");
         baselines(set, rows, cols, matrix, dense_s);
     }
 
@@ -364,39 +383,23 @@ private:
     void up_projection() {
         const int64_t rows = m_s.hidden, cols = m_s.dim;
         const std::string matrix = "up " + shape_text(rows, cols);
-        const int64_t bytes = view(nullptr, rows, cols).bytes(), row_b = dtype_row_bytes(m_t, cols);
+        const int64_t bytes = view(nullptr, rows, cols).bytes();
         const copies set(m_up.data(), bytes, copies_for(m_ws, bytes), m_p.huge_pages);
         const bool sparse = wants(m_p, "output_sparse");
         progress("dense" + std::string(sparse ? " + output-sparse " : " ") + matrix, set.size(), bytes);
         std::vector<float> y(static_cast<size_t>(rows));
         interleaved_timer t;
         const int dense_id = dense_case(t, set, rows, cols, y);
-        std::vector<std::vector<std::vector<int32_t>>> l;
-        std::vector<int> ids;
-        std::vector<std::array<int, 3>> read_ids;
-        if (sparse) {
-            for (double d : m_p.densities) l.push_back(lists(rows, d));
-            for (const auto& li : l) {
-                const int64_t n = static_cast<int64_t>(li[0].size());
-                ids.push_back(t.add(set.size(), [&, n](int64_t c, int r) {
-                    const auto& idx = li[static_cast<size_t>(r / set.size() % 3)];
-                    k::gemv_output_sparse(view(set[c], rows, cols), m_x_dim.data(), idx.data(), n, y.data(),
-                                          m_p.threads);
-                }));
-                read_ids.push_back(pattern_cases(t, set, row_b, li));
-            }
-        }
+        sparse_cases sc;
+        if (sparse)
+            add_sparse_cases(t, set, rows, dtype_row_bytes(m_t, cols), sc,
+                             [&](const uint8_t* w, const std::vector<int32_t>& idx) {
+                                 k::gemv_output_sparse(view(w, rows, cols), m_x_dim.data(), idx.data(),
+                                                       static_cast<int64_t>(idx.size()), y.data(), m_p.threads);
+                             });
         t.run(m_p.reps);
         const double dense_s = dense_row(t, dense_id, rows, cols, matrix, set.size());
-        for (size_t i = 0; i < ids.size(); ++i) {
-            const int64_t n = static_cast<int64_t>(l[i][0].size());
-            const timing tm = t.result(ids[i]);
-            const double row_bytes = static_cast<double>(n * row_b);
-            kernel_bench_row& row = add("output_sparse", matrix, m_p.densities[i], n, tm, row_bytes, set.size());
-            row.speedup = dense_s / tm.median;
-            row.baseline = "dense";
-            row.pattern_gbs = pattern_gbs(t, read_ids[i], row_bytes);
-        }
+        sparse_rows(t, sc, "output_sparse", matrix, dtype_row_bytes(m_t, cols), set.size(), dense_s, "dense");
         baselines(set, rows, cols, matrix, dense_s);
     }
 
@@ -429,34 +432,19 @@ private:
             k::swiglu(g.data(), g.data(), u.data(), hidden);
             k::gemv(view(set[c] + 2 * mat_bytes, dim, hidden), g.data(), y.data(), m_p.threads);
         });
-        std::vector<std::vector<std::vector<int32_t>>> l;
-        for (double d : m_p.densities) l.push_back(lists(hidden, d));
-        std::vector<int> ids;
-        std::vector<std::array<int, 3>> read_ids;
-        for (const auto& li : l) {
-            const int64_t n = static_cast<int64_t>(li[0].size());
-            ids.push_back(t.add(b_set.size(), [&, n](int64_t c, int r) {
-                const auto& idx = li[static_cast<size_t>(r / b_set.size() % 3)];
-                const k::bundle_view bv{lt, hidden, dim, b_set[c]};
-                k::fused_sparse_mlp(bv, m_x_dim.data(), idx.data(), n, y.data(), scratch.data(), nullptr, m_p.threads);
-            }));
-            read_ids.push_back(pattern_cases(t, b_set, b.view.bundle_bytes(), li));
-        }
+        sparse_cases sc;
+        add_sparse_cases(
+            t, b_set, hidden, b.view.bundle_bytes(), sc, [&](const uint8_t* w, const std::vector<int32_t>& idx) {
+                k::fused_sparse_mlp(k::bundle_view{lt, hidden, dim, w}, m_x_dim.data(), idx.data(),
+                                    static_cast<int64_t>(idx.size()), y.data(), scratch.data(), nullptr, m_p.threads);
+            });
         t.run(m_p.reps);
         const timing dense_tm = t.result(dense_id);
         kernel_bench_row& r =
             add("dense_mlp", matrix, 1.0, hidden, dense_tm, static_cast<double>(3 * mat_bytes), set.size());
         r.speedup = 1.0;
         r.baseline = "dense_mlp";
-        for (size_t i = 0; i < ids.size(); ++i) {
-            const int64_t n = static_cast<int64_t>(l[i][0].size());
-            const timing tm = t.result(ids[i]);
-            const double row_bytes = static_cast<double>(n * b.view.bundle_bytes());
-            kernel_bench_row& row = add("fused_mlp", matrix, m_p.densities[i], n, tm, row_bytes, b_set.size());
-            row.speedup = dense_tm.median / tm.median;
-            row.baseline = "dense_mlp";
-            row.pattern_gbs = pattern_gbs(t, read_ids[i], row_bytes);
-        }
+        sparse_rows(t, sc, "fused_mlp", matrix, b.view.bundle_bytes(), b_set.size(), dense_tm.median, "dense_mlp");
     }
 
     const kernel_bench_params& m_p;
