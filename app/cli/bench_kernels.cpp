@@ -292,7 +292,7 @@ private:
         std::array<int, 3> ids{};
         for (int mode = 0; mode < 3; ++mode)
             ids[static_cast<size_t>(mode)] = t.add(set.size(), [&, row_bytes, mode](int64_t c, int r) {
-                const auto& idx = l[static_cast<size_t>(r / set.size() % 3)];
+                const auto& idx = list_for(l, set, r);
                 g_sink = g_sink + k::read_listed_rows(set[c], row_bytes, idx.data(), static_cast<int64_t>(idx.size()),
                                                       m_p.threads, mode);
             });
@@ -313,6 +313,11 @@ private:
         return l;
     }
 
+    // The list of lists() a case's call r uses: the next one after each pass over the copies.
+    static const std::vector<int32_t>& list_for(const std::vector<std::vector<int32_t>>& l, const copies& set, int r) {
+        return l[static_cast<size_t>(r / set.size() % 3)];
+    }
+
     // One sparse kernel's cases, one per density, each with the three plain reads of its rows.
     struct sparse_cases {
         std::vector<std::vector<std::vector<int32_t>>> lists;  // per density: 3 index lists
@@ -328,7 +333,7 @@ private:
         for (double d : m_p.densities) sc.lists.push_back(lists(n_items, d));
         for (const auto& li : sc.lists) {
             sc.ids.push_back(t.add(set.size(), [&set, &li, kernel](int64_t c, int r) {
-                kernel(set[c], li[static_cast<size_t>(r / set.size() % 3)]);
+                kernel(set[c], list_for(li, set, r));
             }));
             sc.reads.push_back(pattern_cases(t, set, row_bytes, li));
         }

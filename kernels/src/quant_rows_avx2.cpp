@@ -326,12 +326,12 @@ void rows(const uint8_t* w, int64_t rb, int64_t n_rows, int64_t cols, const void
         if (n_rows >= 4) {
             const int16_t* x32 = q6k_x32(xa, cols);
             for (int64_t r = 0; r < n_rows; ++r)
-                kquant_row<T, pf_l2, true>(w + r * rb, cols, xa, x32, y + r, w + r * rb + k_l2_ahead);
+                kquant_row<T, pf_l2, true>(w + r * rb, cols, xa, x32, y + r, ahead<pf_l2>(w + r * rb));
             return;
         }
     }
     for (int64_t r = 0; r < n_rows; ++r)
-        row_dot<T, pf_l2>(w + r * rb, rb, cols, xa, y + r, w + r * rb + k_l2_ahead);
+        row_dot<T, pf_l2>(w + r * rb, rb, cols, xa, y + r, ahead<pf_l2>(w + r * rb));
 }
 
 template <dtype... Ts>

@@ -163,7 +163,7 @@ template <typename B, int Prefetch>
 template <typename B>
 void rows(const uint8_t* w, int64_t rb, int64_t n_rows, int64_t cols, const void* xv, float* y) {
     const auto* xa = static_cast<const q8_act*>(xv);
-    for (int64_t r = 0; r < n_rows; ++r) row_dot<B, pf_l2>(w + r * rb, rb, cols, xa, y + r, w + r * rb + k_l2_ahead);
+    for (int64_t r = 0; r < n_rows; ++r) row_dot<B, pf_l2>(w + r * rb, rb, cols, xa, y + r, ahead<pf_l2>(w + r * rb));
 }
 
 }  // namespace

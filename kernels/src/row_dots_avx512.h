@@ -39,9 +39,10 @@ inline float half_at(const uint8_t* p) {
     return _cvtsh_ss(h);
 }
 
-// Row kernels prefetch with prefetch_span (dense_internal.h): streaming rows into L1, gathered rows into
-// L2. On a Zen 4 with AVX-512 the gathers' L1 prefetches held a Q4_0 8192x2048 output-sparse gather at
-// 50% to ~15 GB/s (2 threads) where a plain read of the same rows ran at ~26 (stop 26).
+// Row kernels prefetch with prefetch_span (dense_internal.h): gathered rows and streaming quantized rows
+// (and float rows with a long x) into L2, short streaming float rows into L1. On a Zen 4 with AVX-512
+// the gathers' L1 prefetches held a Q4_0 8192x2048 output-sparse gather at 50% to ~15 GB/s (2 threads)
+// where a plain read of the same rows ran at ~26 (stop 26).
 
 // Widening loaders: 16 consecutive weights as f32, or the first popcount(m) with zeros after.
 struct load_f32 {
@@ -69,9 +70,10 @@ struct load_bf16 {
 // bit-identical results.
 constexpr int k_float_acc = 4;
 
-// y[i] = dot(row i, x) for the R rows at w, rb bytes apart. With Prefetch (a pf_mode), each step also prefetches
-// pf + i * rb + the byte offset it reads in row i: the streaming gemv passes its own row 4 KiB ahead, the
-// sparse gathers the next listed row (prefetching ahead in a short row would fetch an unused one).
+// y[i] = dot(row i, x) for the R rows at w, rb bytes apart. With Prefetch (a pf_mode), each step also
+// prefetches pf + i * rb + the byte offset it reads in row i: the streaming gemv passes its own row
+// further on (ahead<Mode>, dense_internal.h), the sparse gathers the next listed row (prefetching ahead
+// in a short row would fetch an unused one).
 // A compile-time choice, so the streaming loops carry no null test.
 // Always inlined, as in row_dots_avx2.h (measured there: the per-row call cost F16 decode 2-14%).
 template <int R, typename L, int Prefetch>
