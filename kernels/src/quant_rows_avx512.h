@@ -137,27 +137,38 @@ struct q6k {
     static float dmin(const uint8_t*) { return 0.0f; }
 };
 
+// One super-block into the row's accumulators: acc += float(int sum) * d * dx; B::has_min: corr -= dmin * m * s.
+template <typename B, int Prefetch>
+[[gnu::always_inline]] inline void block_step(const uint8_t* w, int64_t blk, const q8_act* xa, const uint8_t* pf,
+                                              __m256& acc, __m256& corr) {
+    if constexpr (Prefetch) prefetch_span<B::bytes, Prefetch>(pf, blk * B::bytes);
+    const uint8_t* p = w + blk * B::bytes;
+    uint8_t m[8];
+    const __m512i s = B::isum(p, xa->qs + blk * qk, m);
+    const __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
+    const int64_t ab = blk * (qk / 32);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s8), _mm256_set1_ps(B::d(p) * xa->d[ab]), acc);
+    if constexpr (B::has_min) {  // as the AVX2 kernel: lane k collects -dmin * m_k * s_k
+        const __m256 mf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(m))));
+        corr = _mm256_fnmadd_ps(_mm256_set1_ps(B::dmin(p)), _mm256_mul_ps(mf, _mm256_loadu_ps(xa->s + ab)), corr);
+    }
+}
+
 // One row (w, cols) against Q8_K activations (d constant over each 256), prefetching pf + the offset read.
+// Even super-blocks go to acc0, odd ones to acc1 (as the AVX2 kernel); two named registers rather than an
+// array indexed by blk & 1, which GCC kept on the stack (a store-to-load round trip on every FMA).
 template <typename B, int Prefetch>
 [[gnu::always_inline]] inline void row_dot(const uint8_t* w, int64_t, int64_t cols, const q8_act* xa, float* y, const uint8_t* pf) {
-    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-    __m256 corr_v = _mm256_setzero_ps();
-    const float corr = 0.0f;
-    for (int64_t blk = 0; blk < cols / qk; ++blk) {
-        if constexpr (Prefetch) prefetch_span<B::bytes, Prefetch>(pf, blk * B::bytes);
-        const uint8_t* p = w + blk * B::bytes;
-        uint8_t m[8];
-        const __m512i s = B::isum(p, xa->qs + blk * qk, m);
-        const __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
-        const int64_t ab = blk * (qk / 32);
-        acc[blk & 1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s8), _mm256_set1_ps(B::d(p) * xa->d[ab]), acc[blk & 1]);
-        if constexpr (B::has_min) {  // as the AVX2 kernel: lane k collects -dmin * m_k * s_k
-            const __m256 mf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(m))));
-            corr_v = _mm256_fnmadd_ps(_mm256_set1_ps(B::dmin(p)), _mm256_mul_ps(mf, _mm256_loadu_ps(xa->s + ab)), corr_v);
-        }
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps(), corr = _mm256_setzero_ps();
+    const int64_t nb = cols / qk;
+    int64_t blk = 0;
+    for (; blk + 2 <= nb; blk += 2) {
+        block_step<B, Prefetch>(w, blk, xa, pf, acc0, corr);
+        block_step<B, Prefetch>(w, blk + 1, xa, pf, acc1, corr);
     }
-    *y = B::has_min ? hsum256(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), corr_v))
-                    : hsum256(_mm256_add_ps(acc[0], acc[1])) + corr;
+    if (blk < nb) block_step<B, Prefetch>(w, blk, xa, pf, acc0, corr);
+    const __m256 sum = _mm256_add_ps(acc0, acc1);
+    *y = B::has_min ? hsum256(_mm256_add_ps(sum, corr)) : hsum256(sum) + 0.0f;  // + 0.0f: as AVX2 (-0 -> +0)
 }
 
 template <typename B>
