@@ -10,7 +10,7 @@ namespace sl::kernels::detail {
 namespace {
 
 template <int G>
-inline void prefetch_rows(const uint8_t* const* pf, int64_t off) {
+[[gnu::always_inline]] inline void prefetch_rows(const uint8_t* const* pf, int64_t off) {
     SL_UNROLL
     for (int g = 0; g < G; ++g) _mm_prefetch(reinterpret_cast<const char*>(pf[g] + off), _MM_HINT_T0);
 }
