@@ -149,7 +149,8 @@ template <typename B, int Prefetch>
     const int64_t ab = blk * (qk / 32);
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s8), _mm256_set1_ps(B::d(p) * xa->d[ab]), acc);
     if constexpr (B::has_min) {  // as the AVX2 kernel: lane k collects -dmin * m_k * s_k
-        const __m256 mf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(m))));
+        const __m128i m8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(m));
+        const __m256 mf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(m8));
         corr = _mm256_fnmadd_ps(_mm256_set1_ps(B::dmin(p)), _mm256_mul_ps(mf, _mm256_loadu_ps(xa->s + ab)), corr);
     }
 }
