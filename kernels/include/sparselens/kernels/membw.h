@@ -9,7 +9,8 @@ namespace sl::kernels {
 // last-level cache, 32 MiB here, for a DRAM figure) with a SIMD sum over n_threads OpenMP threads
 // (<= 0: OpenMP's default) and returns the median over `reps` in GB/s (1e9 bytes/s); each rep is
 // the faster of two timed passes, without and with software prefetch (as the gemv kernels use).
-// The buffer is first-touched by the thread that later reads each part. Returns 0 when the buffer
+// The buffer is advised to use transparent huge pages (as the model weights are) and first-touched by
+// the thread that later reads each part. Returns 0 when the buffer
 // cannot be allocated or bytes/reps are not positive.
 double measure_read_bandwidth_gbs(int n_threads, int64_t bytes = int64_t{1} << 30, int reps = 5);
 
