@@ -274,14 +274,14 @@ private:
         });
     }
 
-    // The dense row from its case; returns its median.
-    double dense_row(const interleaved_timer& t, int id, int64_t rows, int64_t cols, const std::string& matrix,
-                     int64_t n_copies) {
+    // The row of a dense case (kernel "dense" or "dense_mlp": its own baseline, `active` outputs); returns
+    // its median.
+    double dense_row(const interleaved_timer& t, int id, const char* kernel, const std::string& matrix, int64_t active,
+                     double bytes, int64_t n_copies) {
         const timing tm = t.result(id);
-        kernel_bench_row& r =
-            add("dense", matrix, 1.0, rows, tm, static_cast<double>(view(nullptr, rows, cols).bytes()), n_copies);
+        kernel_bench_row& r = add(kernel, matrix, 1.0, active, tm, bytes, n_copies);
         r.speedup = 1.0;
-        r.baseline = "dense";
+        r.baseline = kernel;
         return tm.median;
     }
 
@@ -378,7 +378,8 @@ private:
                                                       static_cast<int64_t>(idx.size()), y.data(), m_p.threads);
                              });
         t.run(m_p.reps);
-        const double dense_s = dense_row(t, dense_id, rows, cols, matrix, set.size());
+        const double dense_s =
+            dense_row(t, dense_id, "dense", matrix, rows, static_cast<double>(view(nullptr, rows, cols).bytes()), set.size());
         sparse_rows(t, sc, "input_sparse", matrix, im.view.row_bytes(), im_set.size(), dense_s, "dense");
         baselines(set, rows, cols, matrix, dense_s);
     }
@@ -403,7 +404,8 @@ private:
                                                        static_cast<int64_t>(idx.size()), y.data(), m_p.threads);
                              });
         t.run(m_p.reps);
-        const double dense_s = dense_row(t, dense_id, rows, cols, matrix, set.size());
+        const double dense_s =
+            dense_row(t, dense_id, "dense", matrix, rows, static_cast<double>(view(nullptr, rows, cols).bytes()), set.size());
         sparse_rows(t, sc, "output_sparse", matrix, dtype_row_bytes(m_t, cols), set.size(), dense_s, "dense");
         baselines(set, rows, cols, matrix, dense_s);
     }
@@ -444,12 +446,9 @@ private:
                                     static_cast<int64_t>(idx.size()), y.data(), scratch.data(), nullptr, m_p.threads);
             });
         t.run(m_p.reps);
-        const timing dense_tm = t.result(dense_id);
-        kernel_bench_row& r =
-            add("dense_mlp", matrix, 1.0, hidden, dense_tm, static_cast<double>(3 * mat_bytes), set.size());
-        r.speedup = 1.0;
-        r.baseline = "dense_mlp";
-        sparse_rows(t, sc, "fused_mlp", matrix, b.view.bundle_bytes(), b_set.size(), dense_tm.median, "dense_mlp");
+        const double dense_s =
+            dense_row(t, dense_id, "dense_mlp", matrix, hidden, static_cast<double>(3 * mat_bytes), set.size());
+        sparse_rows(t, sc, "fused_mlp", matrix, b.view.bundle_bytes(), b_set.size(), dense_s, "dense_mlp");
     }
 
     const kernel_bench_params& m_p;

@@ -23,8 +23,8 @@ namespace sl::kernels::detail {
 //    activations: 18 KiB) ran Q4_K 23 -> 34 GB/s, Q4_0 26 -> 41, Q8_0 35 -> 49, Q6_K 30 -> 34; of 8192
 //    columns Q4_K 33 -> 37, Q4_0 37 -> 42, Q8_0 40 -> 47; of 2048-4096 columns quantized rows were as
 //    fast or faster (Q8_0 43 -> 51), f32 rows as fast, so floats switch only past 16 KiB of x (bf16 8192
-//    columns 22 -> 28 GB/s). Into L2 only
-//    4 KiB ahead was slower than L1 (too few lines in flight; the AVX2 VM measured it ~5% slower too).
+//    columns 22 -> 28 GB/s). Into L2 only 4 KiB ahead was slower than L1 (too few lines in flight; the
+//    AVX2 VM measured it ~5% slower too).
 //    The AVX2 kernels on the same machine: quant_rows_avx2.cpp.
 enum pf_mode : int { pf_none = 0, pf_l1 = 1, pf_l2 = 2 };
 

@@ -107,12 +107,10 @@ struct quant_op {
 // Q4_0 gathers: from 8 listed rows on, the activations are rearranged once per call (q4_pair_acts) as in
 // the dense rows_q4, so no row repeats the per-pair permutes of q4_x_direct. The same values either way:
 // results equal gemv's bit for bit.
-void gather_q4(const uint8_t* const* rows, const uint8_t* const* pf, int64_t n, int64_t cols, const void* x,
-               float* y) {
+void gather_q4(const uint8_t* const* rows, const uint8_t* const* pf, int64_t n, int64_t cols, const void* x, float* y) {
     const auto* xa = static_cast<const q8_act*>(x);
     if (n < 8) {
-        gather_dots<q8_act, quant_rows<1, q4_block, pf_l2>, quant_rows<1, q4_block, pf_none>>(rows, pf, n, cols, x,
-                                                                                                  y);
+        gather_dots<q8_act, quant_rows<1, q4_block, pf_l2>, quant_rows<1, q4_block, pf_none>>(rows, pf, n, cols, x, y);
         return;
     }
     const q8_act* xg = q4_pair_acts(xa, cols);

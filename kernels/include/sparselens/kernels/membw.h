@@ -10,8 +10,8 @@ namespace sl::kernels {
 // (<= 0: OpenMP's default) and returns the median over `reps` in GB/s (1e9 bytes/s); each rep is
 // the faster of two timed passes, without and with software prefetch (as the gemv kernels use).
 // The buffer is advised to use transparent huge pages (as the model weights are) and first-touched by
-// the thread that later reads each part. Returns 0 when the buffer
-// cannot be allocated or bytes/reps are not positive.
+// the thread that later reads each part. Returns 0 when the buffer cannot be allocated or bytes/reps
+// are not positive.
 double measure_read_bandwidth_gbs(int n_threads, int64_t bytes = int64_t{1} << 30, int reps = 5);
 
 // One pure read of the listed rows base + idx[k] * row_bytes (k < n), no arithmetic: the access pattern
