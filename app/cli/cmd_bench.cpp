@@ -4,7 +4,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <optional>
 #include <random>
+#include <span>
 
 #include <sys/resource.h>
 #include <unistd.h>
@@ -190,37 +193,92 @@ double read_bytes_per_token(const context& ctx) {
     return bytes;
 }
 
-decode_timing time_decode(context& ctx, const std::vector<int32_t>& prompt, const bench_opts& o) {
-    using clock = std::chrono::steady_clock;
-    const int32_t vocab = ctx.vocab_size();
-    std::vector<double> prefill_tps, decode_token_s;
+// What the repetitions of one context measured (time_rep appends, summarize reduces).
+struct decode_samples {
+    std::vector<double> prefill_tps, token_s;
+    std::vector<double> rep_token_s;  // each repetition's median decoded-token time
     double bytes = 0.0;
     stage_times stages;
-    for (int32_t rep = 0; rep < o.reps; ++rep) {
+};
+
+// One repetition on each context: the prompt, then o.gen decoded tokens, each timed, the contexts
+// taking turns token by token (dense and a method: this host's memory bandwidth moves within seconds,
+// and timing one after the other put those moves into the ratio; docs/results.md, stop 29).
+void time_rep(std::span<context* const> ctxs, const std::vector<int32_t>& prompt, const bench_opts& o,
+              std::span<decode_samples* const> out) {
+    using clock = std::chrono::steady_clock;
+    const size_t n = ctxs.size();
+    std::vector<int32_t> tok(n);
+    std::vector<std::vector<double>> rep(n);
+    const auto argmax = [](const context& c, const float* logits) {
+        return static_cast<int32_t>(std::max_element(logits, logits + c.vocab_size()) - logits);
+    };
+    for (size_t c = 0; c < n; ++c) {
         const auto t0 = clock::now();
-        const float* logits = ctx.prefill(prompt, 0);
-        prefill_tps.push_back(o.prompt_len / std::chrono::duration<double>(clock::now() - t0).count());
-        ctx.reset_density();
-        int32_t tok = static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);
-        for (int32_t i = 0; i < o.gen; ++i) {
+        const float* logits = ctxs[c]->prefill(prompt, 0);
+        out[c]->prefill_tps.push_back(o.prompt_len / std::chrono::duration<double>(clock::now() - t0).count());
+        ctxs[c]->reset_density();
+        tok[c] = argmax(*ctxs[c], logits);
+    }
+    for (int32_t i = 0; i < o.gen; ++i) {
+        for (size_t c = 0; c < n; ++c) {
             // Decode only (a method's prefill runs the same path token by token), after the first token:
             // the steady state; the first token (GRIFFIN copies its experts then) is reported apart.
-            if (i == 1) ctx.set_stage_timing(o.stages);
+            if (i == 1) ctxs[c]->set_stage_timing(o.stages);
             const auto t1 = clock::now();
-            logits = ctx.decode(tok, o.prompt_len + i);
-            decode_token_s.push_back(std::chrono::duration<double>(clock::now() - t1).count());
-            tok = static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);
+            const float* logits = ctxs[c]->decode(tok[c], o.prompt_len + i);
+            rep[c].push_back(std::chrono::duration<double>(clock::now() - t1).count());
+            tok[c] = argmax(*ctxs[c], logits);
         }
-        bytes = ctx.method() ? read_bytes_per_token(ctx) : static_cast<double>(ctx.decode_weight_bytes());
-        stages += ctx.stage_timing();
+    }
+    for (size_t c = 0; c < n; ++c) {
+        decode_samples& s = *out[c];
+        context& ctx = *ctxs[c];
+        s.token_s.insert(s.token_s.end(), rep[c].begin(), rep[c].end());
+        s.rep_token_s.push_back(median(rep[c]));
+        s.bytes = ctx.method() ? read_bytes_per_token(ctx) : static_cast<double>(ctx.decode_weight_bytes());
+        s.stages += ctx.stage_timing();
         ctx.set_stage_timing(false);
     }
+}
+
+decode_timing summarize(const context& ctx, const decode_samples& s, const bench_opts& o) {
     double first = 0.0;
-    for (size_t i = 0; i < decode_token_s.size(); i += static_cast<size_t>(o.gen)) first += decode_token_s[i];
-    decode_timing t{median(prefill_tps), 1.0 / median(decode_token_s), decode_token_s.size(), bytes, stages,
-                    first / std::max(1, o.reps)};
-    if (o.stages) stage_weight_bytes(ctx, stages, t.stage_bytes);
+    for (size_t i = 0; i < s.token_s.size(); i += static_cast<size_t>(o.gen)) first += s.token_s[i];
+    const size_t reps = std::max<size_t>(1, s.rep_token_s.size());
+    decode_timing t{median(s.prefill_tps), 1.0 / median(s.token_s), s.token_s.size(), s.bytes, s.stages,
+                    first / static_cast<double>(reps)};
+    if (o.stages) stage_weight_bytes(ctx, s.stages, t.stage_bytes);
     return t;
+}
+
+// Memory with the method attached (ctx after a repetition): its layouts replace the matrices they
+// transpose, so what stays resident (weights + KV cache + scratch, over the process's start) should be ~
+// the file. Into j["memory"]; returns the two lines the text output prints.
+std::string report_memory(const context& ctx, const std::string& path, uint64_t rss_before, nlohmann::json& j) {
+    std::error_code ec;
+    const auto file_bytes = static_cast<uint64_t>(std::filesystem::file_size(path, ec));
+    const uint64_t rss = rss_bytes(), peak = peak_rss_bytes();
+    const uint64_t model_weights = model_count_bytes(ctx.get_model()).total(), held = ctx.resident_weight_bytes();
+    const uint64_t over_load = rss - std::min(rss, rss_before);
+    const double over_file = ec || !file_bytes ? 0.0 : double(over_load) / file_bytes;
+    j["memory"] = {{"file_bytes", ec ? 0 : file_bytes},
+                   {"model_weight_bytes", model_weights},
+                   {"resident_weight_bytes", held},
+                   {"resident_weights_over_model_weights", model_weights ? double(held) / model_weights : 0.0},
+                   {"layout_bytes", ctx.layout_bytes()},
+                   {"rss_bytes", rss},
+                   {"rss_over_load_bytes", over_load},
+                   {"peak_rss_bytes", peak},
+                   {"resident_over_file", over_file}};
+    char buf[512];
+    std::snprintf(buf, sizeof buf,
+                  "weights    %.1f MiB held with the method (%.3fx the model's %.1f MiB: layouts in, replaced matrices "
+                  "out)\nmemory     file %.1f MiB, resident after a method run %.1f MiB (%.3fx), peak RSS %.1f MiB\n",
+                  double(held) / (1 << 20), model_weights ? double(held) / model_weights : 0.0,
+                  double(model_weights) / (1 << 20), double(file_bytes) / (1 << 20), double(over_load) / (1 << 20),
+                  over_file, double(peak) / (1 << 20));
+    return buf;
 }
 
 int run_bench(const bench_opts& o) {
@@ -246,24 +304,63 @@ int run_bench(const bench_opts& o) {
     if (!o.model_path.empty()) {
         const uint64_t rss_before = rss_bytes();
         const auto load_start = std::chrono::steady_clock::now();
-        const model m = take(model_load(o.model_path));
+        std::optional<model> m(take(model_load(o.model_path)));
         // Includes the copy into huge pages when that is on (SPARSELENS_HUGE_WEIGHTS, docs/results.md).
         const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
         j["load_seconds"] = load_s;
         if (!o.json) std::printf("load       %.2f s\n", load_s);
         context_params cp = context_default_params();
         cp.n_threads = threads;
-        cp.n_ctx = std::min(m.hp.seq_len, o.prompt_len + o.gen);
+        cp.n_ctx = std::min(m->hp.seq_len, o.prompt_len + o.gen);
         cp.n_batch = std::max(1, o.prompt_len);
-        if (o.prompt_len + o.gen > m.hp.seq_len) throw cli_error("bench: prompt + gen exceeds the model's context");
-        context ctx = take(context::create(m, cp));
+        if (o.prompt_len + o.gen > m->hp.seq_len) throw cli_error("bench: prompt + gen exceeds the model's context");
 
         std::mt19937 rng(1234);
-        std::uniform_int_distribution<int32_t> dist(3, m.hp.vocab_size - 1);
+        std::uniform_int_distribution<int32_t> dist(3, m->hp.vocab_size - 1);
         std::vector<int32_t> prompt(static_cast<size_t>(o.prompt_len));
         for (int32_t& t : prompt) t = dist(rng);
 
-        const decode_timing dense = time_decode(ctx, prompt, o);
+        const bool with_method = o.method.cfg.name != "dense";
+        std::optional<calibration> cal;
+        std::string memory_text;
+        if (with_method) {
+            cal = load_calibration(o.method, *m, method_config_needs_calibration(o.method.cfg));
+            // Memory first, as a user runs the method: each replaced matrix's pages handed back as its
+            // layout is built, one repetition, then what stays resident and the peak so far.
+            {
+                context first = take(context::create(*m, cp));
+                auto method = take(make_method(o.method.cfg, *m, cal ? &*cal : nullptr));
+                first.set_method(method.get());
+                decode_samples untimed;
+                context* one[] = {&first};
+                decode_samples* sink[] = {&untimed};
+                time_rep(one, prompt, o, sink);
+                memory_text = report_memory(first, o.model_path, rss_before, j);
+            }
+            // The handed-back pages would come back from the file on 4 KiB pages, not as the huge-page
+            // copy dense read them from: the timing runs on a fresh load.
+            m.reset();
+            m.emplace(take(model_load(o.model_path)));
+        }
+        context ctx = take(context::create(*m, cp));
+        std::unique_ptr<sparsity_method> method;
+        std::optional<context> mctx;
+        if (with_method) {
+            method = take(make_method(o.method.cfg, *m, cal ? &*cal : nullptr));
+            context_params mcp = cp;
+            mcp.keep_replaced = true;  // ctx reads the row-major matrices in the same rounds
+            mctx.emplace(take(context::create(*m, mcp)));
+            mctx->set_method(method.get());
+        }
+        decode_samples dense_s, method_s;
+        std::vector<context*> ctxs = {&ctx};
+        std::vector<decode_samples*> outs = {&dense_s};
+        if (mctx) {
+            ctxs.push_back(&*mctx);
+            outs.push_back(&method_s);
+        }
+        for (int32_t rep = 0; rep < o.reps; ++rep) time_rep(ctxs, prompt, o, outs);
+        const decode_timing dense = summarize(ctx, dense_s, o);
         const double achieved = dense.bytes_per_token * dense.decode_tps / 1e9;
         j["model"] = o.model_path;
         j["prompt_len"] = o.prompt_len;
@@ -282,51 +379,31 @@ int run_bench(const bench_opts& o) {
             if (membw > 0) std::printf(" = %.1f%% of measured read bandwidth", 100.0 * achieved / membw);
             std::printf("\n");
         }
-        if (o.method.cfg.name != "dense") {
-            const std::optional<calibration> cal = load_calibration(o.method, m, method_config_needs_calibration(o.method.cfg));
-            auto method = take(make_method(o.method.cfg, m, cal ? &*cal : nullptr));
-            ctx.set_method(method.get());
-            const decode_timing sparse = time_decode(ctx, prompt, o);
+        if (mctx) {
+            const decode_timing sparse = summarize(*mctx, method_s, o);
             const double ideal = dense.bytes_per_token / sparse.bytes_per_token;
             const double measured = sparse.decode_tps / dense.decode_tps;
+            // Each repetition's speed-up (its median token times): how far the host moved the ratio.
+            std::vector<double> per_rep;
+            for (size_t r = 0; r < method_s.rep_token_s.size(); ++r)
+                per_rep.push_back(dense_s.rep_token_s[r] / method_s.rep_token_s[r]);
+            const auto [lo, hi] = std::minmax_element(per_rep.begin(), per_rep.end());
             j["method"] = {{"name", o.method.cfg.name},
                            {"density_target", o.method.cfg.density},
                            {"decode_tokens_per_second", sparse.decode_tps},
                            {"decode_weight_bytes_per_token", sparse.bytes_per_token},
                            {"speedup", measured},
+                           {"speedup_per_repetition", per_rep},
                            {"ideal_speedup", ideal},
                            {"fraction_of_ideal", measured / ideal},
-                           {"layout_bytes", ctx.layout_bytes()}};
-            // Memory with the method attached: its layouts replace the matrices they transpose, so what
-            // stays resident (weights + KV cache + scratch, over the process's start) should be ~ the file.
-            std::error_code ec;
-            const auto file_bytes = static_cast<uint64_t>(std::filesystem::file_size(o.model_path, ec));
-            const uint64_t rss = rss_bytes();
-            const uint64_t model_weights = model_count_bytes(m).total(), held = ctx.resident_weight_bytes();
-            j["memory"] = {{"file_bytes", ec ? 0 : file_bytes},
-                           {"model_weight_bytes", model_weights},
-                           {"resident_weight_bytes", held},
-                           {"resident_weights_over_model_weights", model_weights ? double(held) / model_weights : 0.0},
-                           {"layout_bytes", ctx.layout_bytes()},
-                           {"rss_bytes", rss},
-                           {"rss_over_load_bytes", rss - std::min(rss, rss_before)},
-                           {"peak_rss_bytes", peak_rss_bytes()},
-                           {"resident_over_file", ec || !file_bytes ? 0.0 : double(rss - std::min(rss, rss_before)) / file_bytes}};
-            if (!o.json)
-                std::printf("weights    %.1f MiB held with the method (%.3fx the model's %.1f MiB: layouts in, replaced "
-                            "matrices out)\n",
-                            double(held) / (1 << 20), model_weights ? double(held) / model_weights : 0.0,
-                            double(model_weights) / (1 << 20));
-            if (!o.json)
-                std::printf("memory     file %.1f MiB, resident after the method run %.1f MiB (%.3fx), peak RSS %.1f MiB\n",
-                            double(file_bytes) / (1 << 20), double(rss - std::min(rss, rss_before)) / (1 << 20),
-                            ec || !file_bytes ? 0.0 : double(rss - std::min(rss, rss_before)) / file_bytes,
-                            double(peak_rss_bytes()) / (1 << 20));
-            if (!o.json)
-                std::printf("%-10s %.2f tokens/s reading %.1f MiB/token: speed-up %.2fx of an ideal %.2fx (%.0f%%); "
-                            "layouts %.1f MiB\n",
+                           {"layout_bytes", mctx->layout_bytes()}};
+            if (!o.json) {
+                std::printf("%s", memory_text.c_str());
+                std::printf("%-10s %.2f tokens/s reading %.1f MiB/token: speed-up %.2fx (repetitions %.2f-%.2fx) of an "
+                            "ideal %.2fx (%.0f%%); layouts %.1f MiB\n",
                             o.method.cfg.name.c_str(), sparse.decode_tps, sparse.bytes_per_token / (1 << 20), measured,
-                            ideal, 100.0 * measured / ideal, static_cast<double>(ctx.layout_bytes()) / (1 << 20));
+                            *lo, *hi, ideal, 100.0 * measured / ideal, static_cast<double>(mctx->layout_bytes()) / (1 << 20));
+            }
             if (o.stages) print_stages(dense, &sparse, o.method.cfg.name, j, o.json);
         } else if (o.stages) {
             print_stages(dense, nullptr, "", j, o.json);

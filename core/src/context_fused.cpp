@@ -21,7 +21,7 @@ void context::mlp_fused(int32_t l, const token_info& ti) {
     // A fixed set (GRIFFIN's experts) is in the buffer after its first token: the row-major gate/up are
     // not read again before the next prompt, whose dense rows fault the pages back in (same bytes, from
     // the file; mlp_sparse clears the mark).
-    if (m_traits.fused_fixed && !m_observer && !m_rows_paged[static_cast<size_t>(l)]) {
+    if (m_traits.fused_fixed && !m_observer && !m_keep_replaced && !m_rows_paged[static_cast<size_t>(l)]) {
         const weight_storage* ws = m_model->storage.get();
         const bool paged = ws && ws->release(lw.w_gate) && ws->release(lw.w_up);
         m_rows_paged[static_cast<size_t>(l)] = paged ? 1 : 0;

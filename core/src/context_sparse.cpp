@@ -83,7 +83,6 @@ void context::set_method(sparsity_method* method) {
         m_layouts.clear();
         m_layouts.resize(n_layers);
         m_released_bytes = 0;
-        const weight_storage* ws = m_model->storage.get();
         for (size_t l = 0; l < n_layers; ++l) {
             for (int p = 0; p < proj_count; ++p) {
                 if (!need[p] || (m_mlp_source && p >= static_cast<int>(proj::gate))) continue;
@@ -94,7 +93,7 @@ void context::set_method(sparsity_method* method) {
                 // Gate/up rows stay for output-sparse neurons and the fused cache's bundle copies.
                 const bool rows_used = (p == static_cast<int>(proj::gate) || p == static_cast<int>(proj::up)) &&
                                        (neurons || fused);
-                if (!rows_used && ws && ws->release(w)) m_released_bytes += static_cast<uint64_t>(w.bytes());
+                if (!rows_used && !m_keep_replaced) release_view(w);
             }
             if (pairs) {
                 const layer_weights& lw = m_model->layers[l];
@@ -102,8 +101,8 @@ void context::set_method(sparsity_method* method) {
                 const dtype down_type = kernels::input_major_type(lw.w_down);
                 m_layouts[l].pairs = kernels::make_pairs(rows, lw.w_down, down_type, up_first);
                 m_layouts[l].has_pairs = true;
-                for (const tensor_view* w : {&rows, &lw.w_down})
-                    if (ws && ws->release(*w)) m_released_bytes += static_cast<uint64_t>(w->bytes());
+                if (!m_keep_replaced)
+                    for (const tensor_view* w : {&rows, &lw.w_down}) release_view(*w);
             }
         }
     }
@@ -112,6 +111,11 @@ void context::set_method(sparsity_method* method) {
         for (size_t l = 0; l < n_layers; ++l) down_t[l] = m_layouts[l].t[static_cast<int>(proj::down)].view;
         m_fused = make_fused_state(*m_model, down_t, m_threads);
     }
+}
+
+void context::release_view(const tensor_view& w) {
+    const weight_storage* ws = m_model->storage.get();
+    if (ws && ws->release(w)) m_released_bytes += static_cast<uint64_t>(w.bytes());
 }
 
 uint64_t context::layout_bytes() const {

@@ -133,6 +133,12 @@ TEST(Cli, BenchStagesJson) {
     const auto j = nlohmann::json::parse(r.out);
     const auto& st = j["stages"];
     EXPECT_EQ(st["tokens"], 8) << "each repetition's tokens after its first";
+    // Dense and the method alternate repetitions; each repetition's speed-up is reported too.
+    const auto& per_rep = j["method"]["speedup_per_repetition"];
+    ASSERT_EQ(per_rep.size(), 2u);
+    for (const auto& x : per_rep) EXPECT_GT(x.get<double>(), 0.0);
+    EXPECT_GT(j["memory"]["peak_rss_bytes"].get<double>(), 0.0);
+    EXPECT_GT(j["memory"]["layout_bytes"].get<double>(), 0.0);
     EXPECT_GT(st["dense_first_token_ms"].get<double>(), 0.0);
     EXPECT_GT(st["method_first_token_ms"].get<double>(), 0.0);
     const auto& by = st["by_stage"];

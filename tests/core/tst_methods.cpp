@@ -243,6 +243,42 @@ TEST(Methods, ResidentWeightBytesCountLayoutsInAndReplacedMatricesOut) {
     }
 }
 
+// context_params::keep_replaced (bench's side-by-side timing): nothing is handed back, neither the
+// matrices a layout replaces nor GRIFFIN's gate/up, and the tokens are the same as with release.
+TEST(Methods, KeepReplacedHandsNothingBackAndComputesTheSame) {
+    auto m = sl::model_load(sl::test::shared_path("models/stories260K_f32.bin"));
+    ASSERT_TRUE(m.ok()) << m.message();
+    const uint64_t weights = sl::model_count_bytes(*m).total();
+    for (const char* name : {"dip", "griffin"}) {
+        sl::method_config c = sl::method_default_config();
+        c.name = name;
+        c.density = 0.5f;
+        std::vector<float> out[2];
+        for (bool keep : {false, true}) {
+            sl::context_params cp = sl::context_default_params();
+            cp.keep_replaced = keep;
+            auto ctx = sl::context::create(*m, cp);
+            ASSERT_TRUE(ctx.ok());
+            auto method = sl::make_method(c, *m, nullptr);
+            ASSERT_TRUE(method.ok()) << method.message();
+            ctx->set_method(method->get());
+            std::vector<float>& logits = out[keep];
+            logits.resize(static_cast<size_t>(m->hp.vocab_size) * 8);
+            ctx->prefill({fx().tokens.data(), 8}, 0, logits.data());
+            for (int32_t p = 8; p < 11; ++p) {
+                const float* l = ctx->decode(fx().tokens[static_cast<size_t>(p)], p);
+                logits.insert(logits.end(), l, l + m->hp.vocab_size);
+            }
+            const uint64_t held = weights + ctx->layout_bytes() + ctx->fused_stats().memory_bytes;
+            if (keep)
+                EXPECT_EQ(ctx->resident_weight_bytes(), held) << name;
+            else
+                EXPECT_LT(ctx->resident_weight_bytes(), held) << name;  // the mapped file's pages went
+        }
+        EXPECT_EQ(out[0], out[1]) << name;
+    }
+}
+
 TEST(Methods, FactoryErrors) {
     sl::method_config c;
     c.name = "no-such-method";

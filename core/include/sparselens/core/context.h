@@ -21,6 +21,10 @@ struct context_params {
     int32_t n_ctx = 0;      // 0: the model's seq_len
     int32_t n_threads = 0;  // 0: OpenMP default
     int32_t n_batch = 64;   // prefill chunk (tokens per GEMM)
+    // Keep the pages of the row-major matrices a method's layouts replace (set_method) and of a fixed
+    // fused set's gate/up: for a dense context reading the same model side by side (`bench --method`
+    // alternates the two), whose matrices must stay where they were loaded (not come back from the file).
+    bool keep_replaced = false;
 };
 
 context_params context_default_params();
@@ -156,6 +160,7 @@ private:
     void mlp_fused(int32_t l, const token_info& ti);
     void mlp_pairs(int32_t l, const token_info& ti, const index_mask& rows);
     void mlp_split(int32_t l, const token_info& ti, layer_density& d);
+    void release_view(const tensor_view& w);  // hands back w's pages, counted in m_released_bytes
     // The per-layer pieces the dense and sparse paths share (context_blocks.cpp); they branch on the
     // model's arch_features, never on its architecture name.
     void build_rope_tables();
@@ -207,6 +212,7 @@ private:
     int32_t m_n_ctx = 0;
     int32_t m_threads = 0;
     int32_t m_batch = 0;
+    bool m_keep_replaced = false;  // context_params::keep_replaced
 
     std::vector<float> m_k_cache, m_v_cache;  // [n_layers][n_ctx][kv_dim]
     std::vector<float> m_rope_cos, m_rope_sin;  // [n_ctx][rope_dim / 2]
