@@ -402,7 +402,8 @@ int run_bench(const bench_opts& o) {
                 std::printf("%-10s %.2f tokens/s reading %.1f MiB/token: speed-up %.2fx (repetitions %.2f-%.2fx) of an "
                             "ideal %.2fx (%.0f%%); layouts %.1f MiB\n",
                             o.method.cfg.name.c_str(), sparse.decode_tps, sparse.bytes_per_token / (1 << 20), measured,
-                            *lo, *hi, ideal, 100.0 * measured / ideal, static_cast<double>(mctx->layout_bytes()) / (1 << 20));
+                            *lo, *hi, ideal, 100.0 * measured / ideal,
+                            static_cast<double>(mctx->layout_bytes()) / (1 << 20));
             }
             if (o.stages) print_stages(dense, &sparse, o.method.cfg.name, j, o.json);
         } else if (o.stages) {
