@@ -218,7 +218,7 @@ inline void store_block(float* out, bool init, float scale, __m512i lo, __m512i 
 // (256 x 2048): 25.8 -> 28.9 GB/s, 30.8 with the high nibbles dotted in place (AVX2: 24.7).
 template <typename V>
 void chunk_quads(float* acc, bool init, int ng, const uint8_t* const* r, const float* s, int n_rows, int64_t nb,
-                 paced_prefetch& prefetch) {
+                 paced_prefetch<true>& prefetch) {
     coef_tables t;
     const __m512i lane_of = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
     const __m512i m = _mm512_set1_epi8(0x0f);
@@ -278,7 +278,7 @@ void chunk(float* acc, bool init, int n_rows, const uint8_t* const* rows, const 
     // The next chunk's rows go to L2 while this one is consumed (paced_prefetch). L2, not L1: a chunk's
     // rows (up to 32 x 4 KiB) do not fit L1 next to the current ones; T1 beat T0/T2/none (d = 1,
     // 4096x14336 Q4_0, one thread: 2.3 / ~3.5 / 3.1 / ~4 ms).
-    paced_prefetch prefetch(pf, n_pf, nb * V::bytes, nb);
+    paced_prefetch<true> prefetch(pf, n_pf, nb * V::bytes, nb);
     if constexpr (V::quads) {
         chunk_quads<V>(acc, init, ng, r, s, n_rows, nb, prefetch);  // nb: whole groups of 8 (x8 form)
         return;
