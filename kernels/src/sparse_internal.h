@@ -100,12 +100,13 @@ using chunk_fn = void (*)(float* acc, bool init, int n_rows, const uint8_t* cons
 // The chunk kernels' prefetch of the next chunk's rows (n_pf rows of row_bytes, read while this chunk's
 // n_steps output steps compute): into L2, paced evenly over the steps, at most k_prefetch_lines in all.
 // Two orders:
-// - `across` (AVX-512 VNNI chunks): as the next chunk reads them, line l of every row before line l + 1
+// - Across (the AVX-512 VNNI chunks): as the next chunk reads them, line l of every row before line l + 1
 //   of any (each step of a chunk reads the same offset of all its rows). Row after row, the last rows'
 //   first lines were prefetched at the end of a chunk and waited for at the start of the next.
 //   Alternating builds, share of the ideal at 50% (docs/results.md, stop 29): DIP on llama-1b Q4_0
 //   70.5 -> 74.3 / 70.5 -> 72.1%, Q8_0 83.5 -> 84.5 / 80.2 -> 83.8, on the Llama-3-8B shape Q4_0
-//   82.6 -> 85.9 / 82.8 -> 87.1; TEAL Q8_0 77.5 -> 78.9 / 77.4 -> 80.1; GRIFFIN alike over 7 pairs.
+//   82.6 -> 85.9 / 82.8 -> 87.1; TEAL Q8_0 77.5 -> 78.9 / 77.4 -> 80.1; GRIFFIN alike (5 pairs each
+//   on Q4_0 and Q8_0); DIP on Q4_K_M 75.0 -> 74.8 / 73.6 -> 69.9.
 // - row after row (sequential runs for DRAM), a walking pointer (the AVX2 chunks: across rows, DIP on
 //   Q8_0 through them lost 0.1-6.7 points in 5 of 5 pairs on this Zen 4; no AVX2-only CPU to measure).
 // Per line one prefetch and an add and a compare (+ a pointer load across rows): a (row, line) multiply
