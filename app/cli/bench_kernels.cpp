@@ -378,8 +378,7 @@ private:
                                                       static_cast<int64_t>(idx.size()), y.data(), m_p.threads);
                              });
         t.run(m_p.reps);
-        const double dense_s =
-            dense_row(t, dense_id, "dense", matrix, rows, static_cast<double>(view(nullptr, rows, cols).bytes()), set.size());
+        const double dense_s = dense_row(t, dense_id, "dense", matrix, rows, static_cast<double>(bytes), set.size());
         sparse_rows(t, sc, "input_sparse", matrix, im.view.row_bytes(), im_set.size(), dense_s, "dense");
         baselines(set, rows, cols, matrix, dense_s);
     }
@@ -404,8 +403,7 @@ private:
                                                        static_cast<int64_t>(idx.size()), y.data(), m_p.threads);
                              });
         t.run(m_p.reps);
-        const double dense_s =
-            dense_row(t, dense_id, "dense", matrix, rows, static_cast<double>(view(nullptr, rows, cols).bytes()), set.size());
+        const double dense_s = dense_row(t, dense_id, "dense", matrix, rows, static_cast<double>(bytes), set.size());
         sparse_rows(t, sc, "output_sparse", matrix, dtype_row_bytes(m_t, cols), set.size(), dense_s, "dense");
         baselines(set, rows, cols, matrix, dense_s);
     }
