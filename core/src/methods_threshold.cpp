@@ -7,6 +7,7 @@
 #include <string>
 
 #include "glu_act.h"
+#include "sparselens/kernels/select.h"
 #include "methods_threshold_internal.h"
 
 namespace sl {
@@ -19,18 +20,18 @@ float silu_abs(float a) {
 
 void threshold_mask_strict(std::span<const float> values, float t, index_mask& out) {
     out.all = false;
-    const float* v = values.data();
-    collect_indices(static_cast<int64_t>(values.size()), [=](int64_t i) { return std::fabs(v[i]) > t; },  // NaN: false
-                    out.idx);
+    const int64_t n = static_cast<int64_t>(values.size());
+    out.idx.resize(static_cast<size_t>(n + kernels::k_select_slack));
+    out.idx.resize(static_cast<size_t>(kernels::select_abs(values.data(), n, t, nullptr, true, out.idx.data())));
     if (out.idx.size() == values.size()) out.set_all();
 }
 
 void channel_threshold_mask(std::span<const float> values, std::span<const float> t, index_mask& out) {
     assert(values.size() == t.size());
     out.all = false;
-    const float *v = values.data(), *tv = t.data();
-    collect_indices(static_cast<int64_t>(std::min(values.size(), t.size())),
-                    [=](int64_t i) { return std::fabs(v[i]) > tv[i]; }, out.idx);
+    const int64_t n = static_cast<int64_t>(std::min(values.size(), t.size()));
+    out.idx.resize(static_cast<size_t>(n + kernels::k_select_slack));
+    out.idx.resize(static_cast<size_t>(kernels::select_abs(values.data(), n, 0.0f, t.data(), true, out.idx.data())));
     if (out.idx.size() == values.size()) out.set_all();
 }
 

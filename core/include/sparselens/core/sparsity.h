@@ -149,21 +149,6 @@ public:
 // Top-k helpers shared by the methods: indices of the k largest scores, returned sorted ascending.
 // Ties are broken toward the lower index; NaN scores rank below every number.
 void top_k_indices(std::span<const float> scores, int64_t k, std::vector<int32_t>& out);
-// Indices i in [0, n) with keep(i), sorted, without a branch per element: every index is written and
-// the count advances by the comparison. Thresholds keep about half of the values in no predictable
-// order, where push_back after a branch mispredicts every other element (TEAL's threshold_mask was 3%
-// of a llama-1b Q4_0 decode, run on one thread while the other waits).
-template <typename Keep>
-void collect_indices(int64_t n, Keep&& keep, std::vector<int32_t>& out) {
-    out.resize(static_cast<size_t>(n));
-    int32_t* o = out.data();
-    int64_t k = 0;
-    for (int64_t i = 0; i < n; ++i) {
-        o[k] = static_cast<int32_t>(i);
-        k += keep(i) ? 1 : 0;
-    }
-    out.resize(static_cast<size_t>(k));
-}
 // Indices with |v| >= threshold (NaN never passes), sorted.
 void threshold_indices(std::span<const float> values, float threshold, std::vector<int32_t>& out);
 // Mask of the top-k scores (set_all when k >= n, so full density takes the dense kernels bit for bit).
