@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cstring>
 
+#include "sparselens/kernels/kernels.h"
+
 namespace sl {
 
 namespace {
@@ -28,10 +30,11 @@ bool fused_bundles_keep_types(const model& m) {
 }
 
 differential_bundle_cache::differential_bundle_cache(const layer_weights& lw, const tensor_view& down_t, int64_t dim,
-                                                     int64_t hidden)
+                                                     int64_t hidden, bool split)
     : m_lw(&lw),
       m_hidden(hidden),
-      m_down_t(down_t) {
+      m_down_t(down_t),
+      m_split(split) {
     assert(lw.w_gate.rows == hidden && lw.w_gate.cols == dim && down_t.rows == hidden && down_t.cols == dim);
     assert(bundles_are_copies(lw, dim) && "set_method builds caches only where fused_bundles_keep_types");
     m_view.type = lw.w_gate.type;
@@ -47,6 +50,10 @@ void differential_bundle_cache::grow(int64_t capacity) {
     // Slots keep their indices, so the slot map stays valid; the old contents move with the buffer.
     const int64_t bb = m_view.bundle_bytes();
     m_compact.grow(static_cast<uint64_t>(capacity * bb));
+    assert((!m_split || m_capacity == 0) && "update() clears a split buffer before it grows");
+    if (m_split) {
+        for (auto* v : {&m_gate_out, &m_up_out, &m_glu_slot}) v->resize(static_cast<size_t>(capacity));
+    }
     for (int64_t s = capacity - 1; s >= m_capacity; --s) m_free.push_back(static_cast<int32_t>(s));
     m_neuron_at.resize(static_cast<size_t>(capacity), -1);
     m_capacity = capacity;
@@ -66,8 +73,27 @@ void differential_bundle_cache::clear() {
     m_view.data = nullptr;
 }
 
+tensor_view differential_bundle_cache::split_part(int part) const {
+    tensor_view v;
+    v.type = part < 2 ? m_view.type : m_view.down;
+    v.rows = m_capacity;
+    v.cols = m_view.dim;
+    v.data = m_compact.data() + part * m_capacity * m_view.part_bytes();
+    return v;
+}
+
 void differential_bundle_cache::copy_neuron(int32_t j, int32_t slot) {
     const auto part = static_cast<size_t>(m_view.part_bytes());  // gate, up; then the down part
+    if (m_split) {
+        const auto s = static_cast<size_t>(slot);
+        const auto cap = static_cast<size_t>(m_capacity);
+        uint8_t* b = m_compact.data();
+        std::memcpy(b + s * part, m_lw->w_gate.row(j), part);
+        std::memcpy(b + (cap + s) * part, m_lw->w_up.row(j), part);
+        std::memcpy(b + 2 * cap * part + s * static_cast<size_t>(m_view.down_bytes()), m_down_t.row(j),
+                    static_cast<size_t>(m_view.down_bytes()));
+        return;
+    }
     uint8_t* dst = m_compact.data() + static_cast<size_t>(slot) * m_view.bundle_bytes();
     std::memcpy(dst, m_lw->w_gate.row(j), part);
     std::memcpy(dst + part, m_lw->w_up.row(j), part);
@@ -96,6 +122,10 @@ void differential_bundle_cache::update(std::span<const int32_t> active, fused_ml
     }
     stats.left += left;
     const auto n_active = static_cast<int64_t>(active.size());
+    // A split buffer is exactly full (its regions start at multiples of its capacity, and run_split
+    // streams whole matrices): another size empties it and every neuron is copied again (a fixed set's
+    // buffer is cleared at each prompt anyway and filled once, from empty).
+    if (m_split && n_active != m_capacity && m_capacity > 0) clear();
     if (n_active > m_capacity) grow(n_active);
     // Copy only the neurons that entered: slots first, then the copies, on n_threads when there are
     // many (a fixed set's first token copies all of them: 14 MB per llama-1b Q4_0 layer at 50%).
@@ -136,24 +166,45 @@ void differential_bundle_cache::update(std::span<const int32_t> active, fused_ml
 void differential_bundle_cache::run(const float* x, float* y, float* glu, float* scratch, int n_threads,
                                     kernels::glu_kind act) {
     const auto n = static_cast<int64_t>(m_run.size());
-    kernels::fused_sparse_mlp(m_view, x, m_run.data(), n, y, scratch, glu ? m_glu_compact.data() : nullptr,
-                              n_threads, act);
+    if (m_split) {
+        run_split(x, y, n_threads, act);
+        for (int64_t k = 0; k < n; ++k)
+            m_glu_compact[static_cast<size_t>(k)] = m_glu_slot[static_cast<size_t>(m_run[static_cast<size_t>(k)])];
+    } else {
+        kernels::fused_sparse_mlp(m_view, x, m_run.data(), n, y, scratch, glu ? m_glu_compact.data() : nullptr,
+                                  n_threads, act);
+    }
     if (!glu) return;
     std::fill(glu, glu + m_hidden, 0.0f);
     for (int64_t k = 0; k < n; ++k)
         glu[m_neuron_at[static_cast<size_t>(m_run[static_cast<size_t>(k)])]] = m_glu_compact[static_cast<size_t>(k)];
 }
 
-fused_mlp_state::fused_mlp_state(const model& m, const std::vector<tensor_view>& down_t, int n_threads) {
+void differential_bundle_cache::run_split(const float* x, float* y, int n_threads, kernels::glu_kind act) {
+    const auto n = static_cast<int64_t>(m_run.size());
+    assert(n == m_capacity && "update() keeps a split buffer exactly full");
+    if (n == 0) {
+        std::fill(y, y + m_view.dim, 0.0f);
+        return;
+    }
+    const tensor_view parts[3] = {split_part(0), split_part(1), split_part(2)};
+    float* ys[2] = {m_gate_out.data(), m_up_out.data()};
+    kernels::gemv_multi(parts, ys, 2, x, n_threads);
+    kernels::glu(act, m_glu_slot.data(), ys[0], ys[1], n);
+    kernels::gemv_input_sparse(parts[2], m_glu_slot.data(), m_run.data(), n, y, n_threads);
+}
+
+fused_mlp_state::fused_mlp_state(const model& m, const std::vector<tensor_view>& down_t, int n_threads, bool split) {
     assert(down_t.size() == m.layers.size());
     layers.reserve(m.layers.size());
-    for (size_t l = 0; l < m.layers.size(); ++l) layers.emplace_back(m.layers[l], down_t[l], m.hp.dim, m.hp.hidden_dim);
+    for (size_t l = 0; l < m.layers.size(); ++l)
+        layers.emplace_back(m.layers[l], down_t[l], m.hp.dim, m.hp.hidden_dim, split);
     scratch.resize(static_cast<size_t>(kernels::fused_mlp_scratch_floats(m.hp.dim, n_threads)));
 }
 
 std::shared_ptr<fused_mlp_state> make_fused_state(const model& m, const std::vector<tensor_view>& down_t,
-                                                  int n_threads) {
-    return std::make_shared<fused_mlp_state>(m, down_t, n_threads);
+                                                  int n_threads, bool split) {
+    return std::make_shared<fused_mlp_state>(m, down_t, n_threads, split);
 }
 
 }  // namespace sl
