@@ -168,7 +168,7 @@ void differential_bundle_cache::run(const float* x, float* y, float* glu, float*
     const auto n = static_cast<int64_t>(m_run.size());
     if (m_split) {
         run_split(x, y, n_threads, act);
-        for (int64_t k = 0; k < n; ++k)
+        for (int64_t k = 0; k < n && glu; ++k)
             m_glu_compact[static_cast<size_t>(k)] = m_glu_slot[static_cast<size_t>(m_run[static_cast<size_t>(k)])];
     } else {
         kernels::fused_sparse_mlp(m_view, x, m_run.data(), n, y, scratch, glu ? m_glu_compact.data() : nullptr,
