@@ -21,7 +21,7 @@ float silu_abs(float a) {
 void threshold_mask_strict(std::span<const float> values, float t, index_mask& out) {
     out.all = false;
     const int64_t n = static_cast<int64_t>(values.size());
-    out.idx.resize(static_cast<size_t>(n + kernels::k_select_slack));
+    out.idx.resize(static_cast<size_t>(n));
     out.idx.resize(static_cast<size_t>(kernels::select_abs(values.data(), n, t, nullptr, true, out.idx.data())));
     if (out.idx.size() == values.size()) out.set_all();
 }
@@ -30,7 +30,7 @@ void channel_threshold_mask(std::span<const float> values, std::span<const float
     assert(values.size() == t.size());
     out.all = false;
     const int64_t n = static_cast<int64_t>(std::min(values.size(), t.size()));
-    out.idx.resize(static_cast<size_t>(n + kernels::k_select_slack));
+    out.idx.resize(static_cast<size_t>(n));
     out.idx.resize(static_cast<size_t>(kernels::select_abs(values.data(), n, 0.0f, t.data(), true, out.idx.data())));
     if (out.idx.size() == values.size()) out.set_all();
 }

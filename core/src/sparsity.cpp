@@ -68,7 +68,7 @@ void top_k_indices(std::span<const float> scores, int64_t k, std::vector<int32_t
     thread_local std::vector<uint32_t> keys, cand;
     thread_local std::vector<uint32_t> hist;
     keys.resize(static_cast<size_t>(n));
-    cand.resize(static_cast<size_t>(n + kernels::k_select_slack));
+    cand.resize(static_cast<size_t>(n));
     uint32_t* kp = keys.data();
     const float* sp = scores.data();
     for (int64_t i = 0; i < n; ++i) kp[i] = rank_key(sp[i]);
@@ -98,7 +98,7 @@ void top_k_indices(std::span<const float> scores, int64_t k, std::vector<int32_t
     }
     int64_t ties = k - above_kth;  // how many keys equal to the k-th one are taken, lowest index first
     if (ties == equal) {  // every key equal to the k-th is taken (distinct scores): one compress
-        out.resize(static_cast<size_t>(n + kernels::k_select_slack));
+        out.resize(static_cast<size_t>(n));
         out.resize(static_cast<size_t>(kernels::select_at_least(kp, n, kth, out.data())));
         return;
     }
@@ -116,7 +116,7 @@ void top_k_indices(std::span<const float> scores, int64_t k, std::vector<int32_t
 
 void threshold_indices(std::span<const float> values, float threshold, std::vector<int32_t>& out) {
     const int64_t n = static_cast<int64_t>(values.size());
-    out.resize(static_cast<size_t>(n + kernels::k_select_slack));
+    out.resize(static_cast<size_t>(n));
     out.resize(static_cast<size_t>(kernels::select_abs(values.data(), n, threshold, nullptr, false, out.data())));
 }
 

@@ -11,10 +11,11 @@
 
 namespace sl::kernels {
 
-// Entries past the returned count that `out` must have room for: the vector paths store whole vectors.
-inline constexpr int64_t k_select_slack = 16;
+// `out` must have room for n entries: the vector paths store whole vectors at the count so far, which
+// never passes the element being tested, so every write stays inside [0, n); entries past the returned
+// count are left with scratch values.
 
-// out[0, count) = the i < n with keys[i] >= t, ascending; returns count (out: n + k_select_slack).
+// out[0, count) = the i < n with keys[i] >= t, ascending; returns count.
 int64_t select_at_least(const uint32_t* keys, int64_t n, uint32_t t, int32_t* out);
 // out[0, count) = the keys[i] with keys[i] >> shift == b (0 <= shift < 32), in order; returns count.
 int64_t select_bucket(const uint32_t* keys, int64_t n, int shift, uint32_t b, uint32_t* out);
