@@ -7,7 +7,6 @@
 #include <string>
 
 #include "glu_act.h"
-#include "sparselens/kernels/select.h"
 #include "methods_threshold_internal.h"
 
 namespace sl {
@@ -20,18 +19,14 @@ float silu_abs(float a) {
 
 void threshold_mask_strict(std::span<const float> values, float t, index_mask& out) {
     out.all = false;
-    const int64_t n = static_cast<int64_t>(values.size());
-    out.idx.resize(static_cast<size_t>(n));
-    out.idx.resize(static_cast<size_t>(kernels::select_abs(values.data(), n, t, nullptr, true, out.idx.data())));
+    abs_threshold_indices(values, t, nullptr, true, out.idx);
     if (out.idx.size() == values.size()) out.set_all();
 }
 
 void channel_threshold_mask(std::span<const float> values, std::span<const float> t, index_mask& out) {
     assert(values.size() == t.size());
     out.all = false;
-    const int64_t n = static_cast<int64_t>(std::min(values.size(), t.size()));
-    out.idx.resize(static_cast<size_t>(n));
-    out.idx.resize(static_cast<size_t>(kernels::select_abs(values.data(), n, 0.0f, t.data(), true, out.idx.data())));
+    abs_threshold_indices(values.first(std::min(values.size(), t.size())), 0.0f, t.data(), true, out.idx);
     if (out.idx.size() == values.size()) out.set_all();
 }
 

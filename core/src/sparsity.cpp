@@ -114,10 +114,15 @@ void top_k_indices(std::span<const float> scores, int64_t k, std::vector<int32_t
     out.resize(static_cast<size_t>(k));
 }
 
-void threshold_indices(std::span<const float> values, float threshold, std::vector<int32_t>& out) {
+void abs_threshold_indices(std::span<const float> values, float t0, const float* tv, bool strict,
+                           std::vector<int32_t>& out) {
     const int64_t n = static_cast<int64_t>(values.size());
     out.resize(static_cast<size_t>(n));
-    out.resize(static_cast<size_t>(kernels::select_abs(values.data(), n, threshold, nullptr, false, out.data())));
+    out.resize(static_cast<size_t>(kernels::select_abs(values.data(), n, t0, tv, strict, out.data())));
+}
+
+void threshold_indices(std::span<const float> values, float threshold, std::vector<int32_t>& out) {
+    abs_threshold_indices(values, threshold, nullptr, false, out);
 }
 
 void top_k_mask(std::span<const float> scores, int64_t k, index_mask& out) {

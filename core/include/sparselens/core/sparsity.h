@@ -151,6 +151,10 @@ public:
 void top_k_indices(std::span<const float> scores, int64_t k, std::vector<int32_t>& out);
 // Indices with |v| >= threshold (NaN never passes), sorted.
 void threshold_indices(std::span<const float> values, float threshold, std::vector<int32_t>& out);
+// Indices with |v[i]| >= t (strict: >), t = tv ? tv[i] : t0 (tv: values.size() entries), NaN never
+// passing, sorted (kernels::select_abs).
+void abs_threshold_indices(std::span<const float> values, float t0, const float* tv, bool strict,
+                           std::vector<int32_t>& out);
 // Mask of the top-k scores (set_all when k >= n, so full density takes the dense kernels bit for bit).
 void top_k_mask(std::span<const float> scores, int64_t k, index_mask& out);
 // Mask of |v| >= threshold (set_all when every entry passes).
