@@ -75,7 +75,7 @@ void for_each_projection_read(const context& ctx, F&& f) {
         const layer_weights& lw = m.layers[l];
         const tensor_view* views[proj_count] = {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down};
         for (int p = 0; p < proj_count; ++p) {
-            const double d = tokens > 0 && ctx.method() ? ctx.density_sum()[l].d[p] / tokens : 1.0;
+            const double d = tokens > 0 && ctx.method() ? ctx.read_density_sum()[l].d[p] / tokens : 1.0;
             f(p, d * static_cast<double>(views[p]->bytes()));
         }
     }

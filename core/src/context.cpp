@@ -82,6 +82,7 @@ result<context> context::create(const model& m, const context_params& params) {
     c.m_compact.resize(static_cast<size_t>(std::max({hp.hidden_dim, hp.dim, hp.q_dim()})));
     c.m_density_sum.assign(static_cast<size_t>(hp.n_layers), layer_density{});
     for (layer_density& d : c.m_density_sum) std::fill(std::begin(d.d), std::end(d.d), 0.0f);
+    c.m_read_sum = c.m_density_sum;
     return c;
 }
 

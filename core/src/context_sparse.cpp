@@ -47,18 +47,21 @@ void context::set_method(sparsity_method* method) {
         m_released_bytes = 0;
         return;
     }
-    // One layout per matrix for the union of the reserved traits and this method's.
+    // One layout per matrix for the union of the reserved traits and this method's; this method's
+    // projections that it plans to keep at or above the layout's break-even density (or never prunes)
+    // stay row-major and run dense on the masked input (input_sparse_break_even).
     const method_traits& r = m_reserved;
     const bool fused = m_traits.fused || (r.fused && fusable);
-    const bool attn = m_traits.attn_inputs || r.attn_inputs, o_in = m_traits.o_input || r.o_input;
-    const bool mlp_in = m_traits.mlp_inputs || r.mlp_inputs;
     const bool neurons = m_traits.neurons_pre || m_traits.neurons_post || r.neurons_pre || r.neurons_post;
-    bool need[proj_count] = {};
-    need[static_cast<int>(proj::q)] = need[static_cast<int>(proj::k)] = need[static_cast<int>(proj::v)] = attn;
-    need[static_cast<int>(proj::o)] = o_in;
-    need[static_cast<int>(proj::gate)] = need[static_cast<int>(proj::up)] = mlp_in;
+    bool cur[proj_count] = {}, res[proj_count] = {};
+    for (int p = 0; p < proj_count; ++p) {
+        const auto pp = static_cast<proj>(p);
+        const bool attn = pp == proj::q || pp == proj::k || pp == proj::v, mlp = pp == proj::gate || pp == proj::up;
+        cur[p] = attn ? m_traits.attn_inputs : pp == proj::o ? m_traits.o_input : mlp ? m_traits.mlp_inputs : m_traits.down_in;
+        res[p] = attn ? r.attn_inputs : pp == proj::o ? r.o_input : mlp ? r.mlp_inputs : r.down_in;
+    }
     // The fused cache copies its bundles' down columns from this layout too.
-    need[static_cast<int>(proj::down)] = fused || neurons || m_traits.down_in || r.down_in;
+    const bool down_cols = fused || neurons;
     // Neurons chosen only after one whole projection (the gate for CATS, CHESS and gate pruning, up for
     // up pruning) and nothing else reading the other projection or down on its own: pairs of the
     // other's row and the down column replace both, so a chosen neuron is one contiguous read
@@ -68,16 +71,24 @@ void context::set_method(sparsity_method* method) {
     const bool cur_post = m_traits.neurons_post, res_post = r.neurons_post;
     const bool up_first = cur_post ? m_traits.up_first : r.up_first;
     const bool one_first = !(res_post && r.up_first) && !(cur_post && res_post && m_traits.up_first);
+    const bool mlp_in = m_traits.mlp_inputs || r.mlp_inputs;
     const bool pairs = !m_mlp_source && (cur_post || res_post) &&
                        one_first && !(m_traits.neurons_pre || r.neurons_pre) && !mlp_in && !fused &&
                        !(m_traits.down_in || r.down_in);
-    if (pairs) need[static_cast<int>(proj::down)] = false;
     const size_t n_layers = m_model->layers.size();
+    auto needed = [&](size_t l, int p) {
+        if (m_mlp_source && p >= static_cast<int>(proj::gate)) return false;
+        if (p == static_cast<int>(proj::down) && (pairs || down_cols)) return !pairs;
+        if (res[p]) return true;
+        if (!cur[p]) return false;
+        const tensor_view& w = proj_view(m_model->layers[l], static_cast<proj>(p));
+        const float d = method->planned_input_density(static_cast<int32_t>(l), static_cast<proj>(p));
+        return d < 0.0f || d < kernels::input_sparse_break_even(kernels::input_major_type(w));
+    };
     bool same = m_layouts.size() == n_layers;
     for (size_t l = 0; l < n_layers && same; ++l) {
         same = m_layouts[l].has_pairs == pairs && (!pairs || m_layouts[l].pairs.view.gate_rows == up_first);
-        for (int p = 0; p < proj_count; ++p)
-            same = same && m_layouts[l].has[p] == (need[p] && !(m_mlp_source && p >= static_cast<int>(proj::gate)));
+        for (int p = 0; p < proj_count; ++p) same = same && m_layouts[l].has[p] == needed(l, p);
     }
     if (!same) {
         m_layouts.clear();
@@ -85,7 +96,7 @@ void context::set_method(sparsity_method* method) {
         m_released_bytes = 0;
         for (size_t l = 0; l < n_layers; ++l) {
             for (int p = 0; p < proj_count; ++p) {
-                if (!need[p] || (m_mlp_source && p >= static_cast<int>(proj::gate))) continue;
+                if (!needed(l, p)) continue;
                 const tensor_view& w = proj_view(m_model->layers[l], static_cast<proj>(p));
                 m_layouts[l].t[p] = kernels::to_input_major(w, kernels::input_major_type(w));
                 m_layouts[l].has[p] = true;
@@ -139,6 +150,7 @@ uint64_t context::resident_weight_bytes() const {
 
 void context::reset_density() {
     for (layer_density& d : m_density_sum) std::fill(std::begin(d.d), std::end(d.d), 0.0f);
+    m_read_sum = m_density_sum;
     m_density_tokens = 0;
 }
 
@@ -156,16 +168,27 @@ const int32_t* all_indices(int64_t n) {
     return every.data();
 }
 
+// x with the inputs outside `in` zeroed, in the calling thread's buffer `slot` (one per matrix of a
+// project_in_multi call), for a pruned projection that has no input-major layout.
+const float* masked_input(const index_mask& in, const float* x, int64_t n, int slot) {
+    thread_local std::vector<float> buf[kernels::k_input_sparse_multi_max];
+    std::vector<float>& b = buf[slot];
+    b.assign(static_cast<size_t>(n), 0.0f);
+    for (int32_t i : in.idx) b[static_cast<size_t>(i)] = x[i];
+    return b.data();
+}
+
 // y = W x using only the input channels in `in` (dense when all). A matrix with an input-major layout
 // `wt` runs on it alone, dense too (the layout replaces the row-major original): density 1 then equals
-// dense bit for bit, and the original's pages are never touched.
+// dense bit for bit, and the original's pages are never touched. Without a layout (the method keeps
+// this matrix at or above the layout's break-even density) a pruned x runs through the dense gemv with
+// the pruned inputs zeroed: the same masked product, every weight read.
 void project_in(const tensor_view& w, const tensor_view* wt, const index_mask& in, const float* x, float* y,
                 int threads) {
-    if (in.all && !wt) {
-        kernels::gemv(w, x, y, threads);
+    if (!wt) {
+        kernels::gemv(w, in.all ? x : masked_input(in, x, w.cols, 0), y, threads);
         return;
     }
-    assert(wt && "a method pruned inputs of a projection its traits did not declare");
     if (in.all) {
         kernels::gemv_input_sparse(*wt, x, all_indices(wt->rows), wt->rows, y, threads);
         return;
@@ -174,22 +197,27 @@ void project_in(const tensor_view& w, const tensor_view* wt, const index_mask& i
 }
 
 // project_in for several matrices of the same x (q, k, v; gate, up) in one parallel region when they
-// all take the same path (all dense, or all on input-major layouts); otherwise one call each. The
+// all take the same path (all row-major, or all on input-major layouts); otherwise one call each. The
 // same kernels either way, so the bits are those of separate project_in calls.
 void project_in_multi(int n, const tensor_view* const* w, const tensor_view* const* wt, const index_mask* const* in,
                       const float* x, float* const* y, int threads) {
-    bool dense = true, layouts = true;
+    assert(n <= kernels::k_input_sparse_multi_max);
+    bool rows = true, layouts = true;
     for (int m = 0; m < n; ++m) {
-        dense = dense && in[m]->all && !wt[m];
+        rows = rows && !wt[m];
         layouts = layouts && wt[m];
     }
-    if (dense) {
+    if (rows) {
         tensor_view ws[kernels::k_input_sparse_multi_max];
-        for (int m = 0; m < n; ++m) ws[m] = *w[m];
-        kernels::gemv_multi(ws, y, n, x, threads);
+        const float* xs[kernels::k_input_sparse_multi_max];
+        for (int m = 0; m < n; ++m) {
+            ws[m] = *w[m];
+            xs[m] = in[m]->all ? x : masked_input(*in[m], x, w[m]->cols, m);
+        }
+        kernels::gemv_multi(ws, y, n, xs, threads);
         return;
     }
-    if (!layouts || n > kernels::k_input_sparse_multi_max) {
+    if (!layouts) {
         for (int m = 0; m < n; ++m) project_in(*w[m], wt[m], *in[m], x, y[m], threads);
         return;
     }
@@ -417,7 +445,15 @@ void context::layer_forward_sparse(int32_t l, int32_t pos) {
     if (m_traits.split_mlp)
         for (proj p : {proj::gate, proj::up, proj::down}) d.d[static_cast<int>(p)] = d_split.d[static_cast<int>(p)];
     layer_density& sum = m_density_sum[static_cast<size_t>(l)];
-    for (int p = 0; p < proj_count; ++p) sum.d[p] += d.d[p];
+    layer_density& read = m_read_sum[static_cast<size_t>(l)];
+    const index_mask* in[proj_count] = {&m_masks.q_in,    &m_masks.k_in,  &m_masks.v_in,   &m_masks.o_in,
+                                        &m_masks.gate_in, &m_masks.up_in, &m_masks.down_in};
+    for (int p = 0; p < proj_count; ++p) {
+        sum.d[p] += d.d[p];
+        // A pruned input without a layout ran the dense gemv on the masked x: every weight read.
+        const bool rows_dense = !ll.has[p] && !in[p]->all && !(m_mlp_source && p >= static_cast<int>(proj::gate));
+        read.d[p] += rows_dense ? 1.0f : d.d[p];
+    }
     if (m_observer) m_observer->on_masks(l, pos, m_masks, d);
     if (m_residency) m_residency->on_token(l, pos, m_masks);
     lap(stage::other);

@@ -30,6 +30,9 @@ public:
         t.down_in = true;
         return t;
     }
+    float planned_input_density(int32_t, proj p) const override {  // exactly k GLU entries on every token
+        return p == proj::down ? static_cast<float>(m_k) / static_cast<float>(m_hp.hidden_dim) : 1.0f;
+    }
     void select_down(const token_info&, std::span<const float> glu, layer_masks& m) override {
         m_abs.assign(glu.begin(), glu.end());
         for (float& v : m_abs) v = std::fabs(v);
@@ -111,6 +114,12 @@ public:
         t.mlp_inputs = true;
         t.down_in = true;
         return t;
+    }
+    // Exactly k of the inputs of gate/up and of down on every token.
+    float planned_input_density(int32_t, proj p) const override {
+        if (p == proj::gate || p == proj::up) return static_cast<float>(m_k_in) / static_cast<float>(m_hp.dim);
+        if (p == proj::down) return static_cast<float>(m_k_down) / static_cast<float>(m_hp.hidden_dim);
+        return 1.0f;
     }
     void select_mlp_inputs(const token_info& t, std::span<const float> x, layer_masks& m) override {
         cache_aware_scores(x, m_cache_aware ? t.resident_inputs : nullptr, m_gamma, m_score);

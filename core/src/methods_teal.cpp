@@ -248,6 +248,11 @@ public:
         t.down_in = sparse(proj::down);
         return t;
     }
+    // The greedy's keep fraction (the calibration's density of |x| >= the threshold).
+    float planned_input_density(int32_t layer, proj p) const override {
+        const auto l = static_cast<size_t>(layer);
+        return l < m_plan.keep.size() ? std::clamp(m_plan.keep[l][static_cast<size_t>(p)], 0.0f, 1.0f) : -1.0f;
+    }
     void select_attn_inputs(const token_info& t, std::span<const float> x, layer_masks& m) override {
         apply(t.layer, proj::q, x, m.q_in);
         apply(t.layer, proj::k, x, m.k_in);

@@ -121,6 +121,11 @@ public:
         tr.attn_inputs = tr.o_input = m_attention && m_attn_keep < 1.0f;
         return tr;
     }
+    // q and o at the calibrated attention keep; k, v (and gate/up, down: neurons, not inputs) dense.
+    float planned_input_density(int32_t, proj p) const override {
+        if (p == proj::q || p == proj::o) return m_attention ? std::clamp(m_attn_keep, 0.0f, 1.0f) : 1.0f;
+        return p == proj::down ? -1.0f : 1.0f;
+    }
     void select_attn_inputs(const token_info& t, std::span<const float> x, layer_masks& m) override {
         attn_rule(m_q_t[static_cast<size_t>(t.layer)], x, m.q_in);  // k_in, v_in stay dense (eq. 21)
     }

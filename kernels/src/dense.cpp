@@ -94,10 +94,18 @@ void gemv(const tensor_view& w, const float* x, float* y, int n_threads) {
 }
 
 void gemv_multi(const tensor_view* ws, float* const* ys, int n_mats, const float* x, int n_threads) {
+    const float* xs_small[8];
+    std::vector<const float*> xs_big(n_mats > 8 ? static_cast<size_t>(n_mats) : 0);
+    const float** xs = n_mats > 8 ? xs_big.data() : xs_small;
+    std::fill(xs, xs + n_mats, x);
+    gemv_multi(ws, ys, n_mats, xs, n_threads);
+}
+
+void gemv_multi(const tensor_view* ws, float* const* ys, int n_mats, const float* const* xs, int n_threads) {
     int64_t bytes = 0, units = 0, chunks = 0;
     for (int i = 0; i < n_mats; ++i) {
         check_view(ws[i]);
-        assert(ws[i].cols == ws[0].cols && "gemv_multi: every matrix reads the same x");
+        assert(ws[i].cols == ws[0].cols && "gemv_multi: matrices of one width (a quantized x is reused by width)");
         if (ws[i].rows > 0 && ws[i].cols == 0) std::fill(ys[i], ys[i] + ws[i].rows, 0.0f);
         if (ws[i].rows <= 0 || ws[i].cols == 0) continue;
         bytes += ws[i].bytes();
@@ -122,7 +130,8 @@ void gemv_multi(const tensor_view* ws, float* const* ys, int n_mats, const float
     // no barrier; consecutive matrices of one activation kind reuse it.
     std::atomic<int64_t> next{0};
     auto run = [&]() {
-        int quantized_as = -1;  // act_kind the scratch holds x in, -1: none yet
+        int quantized_as = -1;            // act_kind the scratch holds an x in, -1: none yet
+        const float* quantized_x = nullptr;  // ... and which x
         for (int64_t c = next.fetch_add(1, std::memory_order_relaxed); c < chunks;
              c = next.fetch_add(1, std::memory_order_relaxed)) {
             int i = 0;
@@ -136,14 +145,15 @@ void gemv_multi(const tensor_view* ws, float* const* ys, int n_mats, const float
             const tensor_view& w = ws[i];
             r0 *= crows[i];
             const int64_t r1 = std::min(w.rows, r0 + crows[i]);
-            const void* xa = x;
+            const void* xa = xs[i];
             if (dtype_is_quantized(w.type)) {
                 act_scratch& sc = thread_act_scratch();
                 const int kind = static_cast<int>(detail::quant_info(w.type).act);
-                if (kind != quantized_as) {
+                if (kind != quantized_as || xs[i] != quantized_x) {
                     sc.reserve(1, w.cols);
-                    sc.quantize(kt, w.type, x, 0, w.cols);
+                    sc.quantize(kt, w.type, xs[i], 0, w.cols);
                     quantized_as = kind;
+                    quantized_x = xs[i];
                 }
                 xa = sc.views.data();
             }

@@ -377,6 +377,19 @@ void gemv_input_sparse(const tensor_view& wt, const float* x, const int32_t* idx
     gemv_input_sparse_multi(&w, x, &idx, &n_idx, &y, 1, n_threads);
 }
 
+float input_sparse_break_even(dtype layout_type) {
+    switch (dtype_x8_base(layout_type)) {
+        case dtype::q8_0:
+            return 0.85f;
+        case dtype::f32:
+        case dtype::f16:
+        case dtype::bf16:
+            return 0.9f;
+        default:  // Q4_0 (r ~ 1.3) and Q6_0x8, whose chunk does more work per weight than Q4_0x8's
+            return 0.75f;
+    }
+}
+
 bool input_sparse_rounds_activations(dtype type) {
     return detail::active_sparse_table().chunk[static_cast<int>(type)] != nullptr;
 }

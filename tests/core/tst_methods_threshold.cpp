@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -467,6 +468,82 @@ TEST(ThresholdMethods, UpDownPairsEqualTheSeparateKernels) {
             }
         }
     }
+}
+
+// TEAL with its planned input densities replaced: `planned` for every projection it prunes (at or above
+// every layout's break-even: none gets an input-major layout; < 0: unknown, all get one).
+class replanned final : public sl::sparsity_method {
+public:
+    replanned(sl::sparsity_method& inner, float planned) : m_in(inner), m_planned(planned) {}
+    std::string name() const override { return m_in.name(); }
+    sl::method_traits traits() const override { return m_in.traits(); }
+    void select_attn_inputs(const sl::token_info& t, std::span<const float> x, sl::layer_masks& m) override {
+        m_in.select_attn_inputs(t, x, m);
+    }
+    void select_o_input(const sl::token_info& t, std::span<const float> x, sl::layer_masks& m) override {
+        m_in.select_o_input(t, x, m);
+    }
+    void select_mlp_inputs(const sl::token_info& t, std::span<const float> x, sl::layer_masks& m) override {
+        m_in.select_mlp_inputs(t, x, m);
+    }
+    void select_down(const sl::token_info& t, std::span<const float> glu, sl::layer_masks& m) override {
+        m_in.select_down(t, glu, m);
+    }
+    float planned_input_density(int32_t, sl::proj) const override { return m_planned; }
+
+private:
+    sl::sparsity_method& m_in;
+    float m_planned;
+};
+
+// A projection planned at or above its layout's break-even keeps its row-major matrix and runs the dense
+// gemv on x with the pruned inputs zeroed: the same masked products as the input-sparse kernels on the
+// layouts (F32: only the order of the sums differs), no layout bytes, and the engine reports every
+// weight of it read while the masks' density stays the method's.
+TEST(ThresholdMethods, PlannedDenseProjectionsRunRowMajorOnTheMaskedInput) {
+    auto teal = make("teal", 0.5f);
+    ASSERT_TRUE(teal);
+    struct outcome {
+        std::vector<float> logits;
+        uint64_t layout_bytes = 0;
+        std::vector<sl::layer_density> mask, read;
+        int64_t tokens = 0;
+    };
+    auto run_planned = [&](float planned) {
+        replanned m(*teal, planned);
+        auto ctx = sl::context::create(fx().m, one_thread());
+        EXPECT_TRUE(ctx.ok());
+        ctx->set_method(&m);
+        outcome o;
+        o.logits.resize(fx().prompt.size() * size_t(fx().m.hp.vocab_size));
+        ctx->prefill(fx().prompt, 0, o.logits.data());
+        o.layout_bytes = ctx->layout_bytes();
+        o.mask = ctx->density_sum();
+        o.read = ctx->read_density_sum();
+        o.tokens = ctx->density_tokens();
+        return o;
+    };
+    const outcome layouts = run_planned(-1.0f), rows = run_planned(0.99f);
+    EXPECT_GT(layouts.layout_bytes, 0u);
+    EXPECT_EQ(rows.layout_bytes, 0u);
+    ASSERT_EQ(layouts.logits.size(), rows.logits.size());
+    double err = 0.0, ref = 0.0;
+    for (size_t i = 0; i < rows.logits.size(); ++i) {
+        err = std::max(err, std::fabs(double(rows.logits[i]) - layouts.logits[i]));
+        ref = std::max(ref, std::fabs(double(layouts.logits[i])));
+    }
+    EXPECT_LE(err, 1e-4 * ref);
+    EXPECT_EQ(rows.tokens, int64_t(fx().prompt.size()));
+    double pruned = 0.0;
+    for (size_t l = 0; l < rows.mask.size(); ++l)
+        for (int p = 0; p < sl::proj_count; ++p) {
+            SCOPED_TRACE(::testing::Message() << "layer " << l << " " << sl::proj_name(sl::proj(p)));
+            EXPECT_EQ(layouts.read[l].d[p], layouts.mask[l].d[p]);  // layouts read what the masks keep
+            EXPECT_EQ(rows.read[l].d[p], float(rows.tokens));       // row-major: every weight, every token
+            EXPECT_NEAR(rows.mask[l].d[p], layouts.mask[l].d[p], 0.05 * rows.tokens);
+            pruned += rows.tokens - rows.mask[l].d[p];
+        }
+    EXPECT_GT(pruned, 0.3 * rows.tokens * sl::proj_count * rows.mask.size());  // TEAL at 0.5 did prune
 }
 
 // Shared held-out evaluation: 6 windows of 64 tokens.

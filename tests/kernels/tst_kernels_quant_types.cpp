@@ -171,10 +171,15 @@ TEST_P(quant_type, input_sparse_and_fused_mlp_on_layout_copies) {
 }
 
 // gemv_multi (decode's q/k/v and gate/up in one call) equals separate gemv calls bit for bit, also when
-// the matrices take differently quantized activations (Q4_K/Q6_K: Q8_K; Q4_0: f32-scaled Q8; F16: f32).
+// the matrices take differently quantized activations (Q4_K/Q6_K: Q8_K; Q4_0: f32-scaled Q8; F16: f32),
+// and with an x per matrix (inputs pruned differently): shared, alternating and repeated x pointers, so
+// a thread's quantized x is reused only for the x it was made from.
 TEST(gemv_multi, equals_separate_gemv_calls) {
     const int64_t cols = 512;
     const std::vector<float> x = make_x(cols, 31);
+    std::vector<float> x2 = make_x(cols, 32), x3 = x;
+    for (int64_t c = 0; c < cols; c += 3) x3[static_cast<size_t>(c)] = 0.0f;  // a masked copy of x
+    const float* xs[] = {x.data(), x2.data(), x2.data(), x3.data(), x.data()};
     std::vector<matrix> ms;  // views re-pointed below: the list's copies own the bytes
     for (const auto& [t, rows] : std::vector<std::pair<dtype, int64_t>>{
              {dtype::q4_k, 70}, {dtype::q6_k, 9}, {dtype::q4_k, 33}, {dtype::q4_0, 40}, {dtype::iq4_nl, 17}}) {
@@ -199,6 +204,16 @@ TEST(gemv_multi, equals_separate_gemv_calls) {
             for (size_t j = 0; j < ms.size(); ++j)
                 EXPECT_EQ(0, std::memcmp(sep[j].data(), multi[j].data(), sep[j].size() * 4))
                     << "matrix " << j << " " << dtype_name(ms[j].view.type) << " threads " << threads << " " << k::isa_name(i);
+        }
+        ASSERT_EQ(std::size(xs), ms.size());
+        for (size_t j = 0; j < ms.size(); ++j) k::gemv(ms[j].view, xs[j], sep[j].data(), 1);
+        for (int threads : {1, 2, 3}) {
+            for (auto& y : multi) std::fill(y.begin(), y.end(), -1.0f);
+            k::gemv_multi(views.data(), ys.data(), static_cast<int>(views.size()), xs, threads);
+            for (size_t j = 0; j < ms.size(); ++j)
+                EXPECT_EQ(0, std::memcmp(sep[j].data(), multi[j].data(), sep[j].size() * 4))
+                    << "own x: matrix " << j << " " << dtype_name(ms[j].view.type) << " threads " << threads << " "
+                    << k::isa_name(i);
         }
     }
 }

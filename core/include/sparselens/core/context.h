@@ -140,8 +140,13 @@ public:
     void set_stage_timing(bool on);
     const stage_times& stage_timing() const { return m_stages; }
 
-    // Mean density per layer over the tokens run since the last reset (dense layers report 1).
+    // Per layer, the densities of the method's masks summed over the tokens run since the last reset
+    // (divide by density_tokens(); dense layers report 1): what the method chose, for accuracy at a
+    // density. read_density_sum(): the same for the weight bytes the kernels read, which is 1 where a
+    // projection kept row-major (planned_input_density above the layout's break-even) ran dense on the
+    // masked input.
     const std::vector<layer_density>& density_sum() const { return m_density_sum; }
+    const std::vector<layer_density>& read_density_sum() const { return m_read_sum; }
     int64_t density_tokens() const { return m_density_tokens; }
     void reset_density();
 
@@ -202,6 +207,7 @@ private:
     std::vector<uint8_t> m_rows_paged;  // per layer: gate/up pages handed back after a fixed fused copy
     layer_masks m_masks;
     std::vector<layer_density> m_density_sum;
+    std::vector<layer_density> m_read_sum;
     int64_t m_density_tokens = 0;
     std::vector<float> m_compact;  // output-sparse results before scattering
     std::vector<float> m_pair_scratch;  // kernels::sparse_pairs' scratch, then the compact row values (observers)

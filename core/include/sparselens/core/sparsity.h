@@ -125,6 +125,13 @@ public:
     // next prompt, when the method knows them ahead (GRIFFIN's experts once fixed); null otherwise. The
     // flash-offload runtime reads the next layer's units while this one computes.
     virtual const index_mask* planned_neurons(int32_t layer) const { return nullptr; }
+    // The fraction of projection p's inputs (q/k/v: the attention input; o: its input; gate/up: the MLP
+    // input; down: the GLU) the method keeps in `layer`, when its configuration fixes it ahead: 1 where
+    // it never prunes them, a calibrated or top-k fraction otherwise; < 0 when unknown (it varies with
+    // the tokens). The engine keeps a matrix row-major, without an input-major layout, where this is 1
+    // or at least kernels::input_sparse_break_even of the layout (dense on x with the pruned inputs
+    // zeroed is then as fast, and the masks' accuracy effect is the same).
+    virtual float planned_input_density(int32_t layer, proj p) const { return -1.0f; }
     // first: [hidden] pre-activation of the first matrix (gate, or up when up_first); entries outside
     // neurons_pre are 0.
     virtual void select_after_first(const token_info& t, std::span<const float> first, layer_masks& m) {}

@@ -42,6 +42,10 @@ void gemv(const tensor_view& w, const float* x, float* y, int n_threads);
 // region, x quantized once per thread for all matrices that take the same activations. Each ys[i] is
 // bit-identical to gemv(ws[i], x, ys[i], ...); in decode this saves the threads' wake-ups between them.
 void gemv_multi(const tensor_view* ws, float* const* ys, int n_mats, const float* x, int n_threads);
+// The same with each matrix's own x (xs[i], cols floats; q/k/v with inputs pruned differently): a thread
+// quantizes an x again only when the next matrix it runs reads another one. ys[i] is bit-identical to
+// gemv(ws[i], xs[i], ys[i], ...).
+void gemv_multi(const tensor_view* ws, float* const* ys, int n_mats, const float* const* xs, int n_threads);
 
 // Y[t, r] = sum_c W[r, c] * X[t, c] for t < n (prefill); X is [n, cols], Y is [n, rows], row-major.
 // F32: each Y row is bit-identical to gemv() of that token on the same ISA. For n >= 2, F16/BF16 run

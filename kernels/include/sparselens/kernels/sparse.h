@@ -129,6 +129,16 @@ inline constexpr int k_input_sparse_multi_max = 4;
 void gemv_input_sparse_multi(const tensor_view* const* wts, const float* x, const int32_t* const* idx,
                              const int64_t* n_idx, float* const* ys, int n_mats, int n_threads);
 
+// The input density from which the dense gemv of a row-major matrix (on x with the pruned inputs
+// zeroed) is at least as fast as gemv_input_sparse on its input-major layout of type `layout_type`:
+// the layout reads only the active rows but at a lower rate, t_sparse ~ r * d * t_dense. An engine
+// that knows a matrix's density ahead (TEAL's calibrated keep fractions) keeps that matrix row-major
+// above it: no layout copy, and no slower kernel. Measured on the Zen 4 VM with AVX-512 (2 threads,
+// two 2048x2048 matrices per call, medians of 11-15, this session's /tmp harness): r = 1.21-1.40 for
+// Q4_0x8 (equal times at d = 0.78), 1.14-1.15 for Q8_0x8, 1.08-1.10 for F16; each value below sits a
+// little under 1 / r, so a matrix near the line goes dense (it also keeps its file's exact weights).
+float input_sparse_break_even(dtype layout_type);
+
 // True when gemv_input_sparse on the active ISA forms Q8_0/Q4_0 products as integer dots (AVX2, and
 // AVX-512 with VNNI; the scalar ISA and AVX-512 without VNNI keep f32 products): per block of 32
 // outputs and chunk of 32 active channels, x[i] * (weight scale) is rounded to int8 with one scale,
