@@ -448,10 +448,13 @@ void context::layer_forward_sparse(int32_t l, int32_t pos) {
     layer_density& read = m_read_sum[static_cast<size_t>(l)];
     const index_mask* in[proj_count] = {&m_masks.q_in,    &m_masks.k_in,  &m_masks.v_in,   &m_masks.o_in,
                                         &m_masks.gate_in, &m_masks.up_in, &m_masks.down_in};
+    // The MLP ran project_in on the model's own matrices unless offloaded, fused, split or over pairs.
+    const bool mlp_rows = !m_mlp_source && !m_traits.split_mlp && !ll.has_pairs &&
+                          !(m_traits.fused && !m_masks.neurons_pre.all);
     for (int p = 0; p < proj_count; ++p) {
         sum.d[p] += d.d[p];
         // A pruned input without a layout ran the dense gemv on the masked x: every weight read.
-        const bool rows_dense = !ll.has[p] && !in[p]->all && !(m_mlp_source && p >= static_cast<int>(proj::gate));
+        const bool rows_dense = !ll.has[p] && !in[p]->all && (p < static_cast<int>(proj::gate) || mlp_rows);
         read.d[p] += rows_dense ? 1.0f : d.d[p];
     }
     if (m_observer) m_observer->on_masks(l, pos, m_masks, d);

@@ -447,6 +447,12 @@ TEST(ThresholdMethods, UpDownPairsEqualTheSeparateKernels) {
                 std::vector<float> all(fx().prompt.size() * size_t(fx().m.hp.vocab_size));
                 ctx->prefill(fx().prompt, 0, all.data());
                 layout_bytes = ctx->layout_bytes();
+                // Every projection runs on a layout, the pairs or its rows by output: the bytes read are
+                // what the masks keep (no row-major projection on a masked input).
+                for (size_t l = 0; l < ctx->density_sum().size(); ++l)
+                    for (int p = 0; p < sl::proj_count; ++p)
+                        EXPECT_EQ(ctx->read_density_sum()[l].d[p], ctx->density_sum()[l].d[p])
+                            << "layer " << l << " " << sl::proj_name(sl::proj(p));
                 return all;
             };
             recording_probe a, b;
