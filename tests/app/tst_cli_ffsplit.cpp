@@ -105,7 +105,10 @@ TEST(CliFFSplit, OnlineSimulationTakesSplitAndCompress) {
 
 TEST(CliFFSplit, DeploymentConfigReproducesWithZeroDrift) {
     const std::string cfg = sl::test::write_temp("ffsplit_cfg.json", {});
+    // The export's calibration sidecar (<stem>.calib beside the config): registered so it goes at exit too.
+    const std::string sidecar = sl::test::write_temp("ffsplit_cfg.calib", {});
     std::filesystem::remove(cfg);
+    std::filesystem::remove(sidecar);
     run_result r = run_cli("config export " + model_arg + " --text " + text_arg + " --method ffsplit --split 0.15 --compress svd:12"
                            " --calib '" + calib() + "' --ctx 64 --windows 3 --offset 20000 --out '" + cfg + "'");
     ASSERT_EQ(r.code, 0) << r.err;
