@@ -57,7 +57,8 @@ void context::set_method(sparsity_method* method) {
     for (int p = 0; p < proj_count; ++p) {
         const auto pp = static_cast<proj>(p);
         const bool attn = pp == proj::q || pp == proj::k || pp == proj::v, mlp = pp == proj::gate || pp == proj::up;
-        cur[p] = attn ? m_traits.attn_inputs : pp == proj::o ? m_traits.o_input : mlp ? m_traits.mlp_inputs : m_traits.down_in;
+        const method_traits& t = m_traits;
+        cur[p] = attn ? t.attn_inputs : pp == proj::o ? t.o_input : mlp ? t.mlp_inputs : t.down_in;
         res[p] = attn ? r.attn_inputs : pp == proj::o ? r.o_input : mlp ? r.mlp_inputs : r.down_in;
     }
     // The fused cache copies its bundles' down columns from this layout too.
