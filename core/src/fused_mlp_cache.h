@@ -29,8 +29,9 @@ namespace sl {
 // instead, every slot's gate rows, then its up rows, then its down columns, always exactly full (a set
 // of another size is copied afresh), and run() streams them with the dense gemv (gate and up) and the
 // input-sparse kernel over all slots (down): the same row kernels and down chunks as the fused kernel,
-// but gate and up read as two long streams that the hardware prefetchers follow. The fused kernel's per-32-neuron interleave of 64 row dots and a down
-// chunk read GRIFFIN's sequential buffer at 25.9 GB/s where dense's MLP ran at 34.5 (llama-1b Q4_0).
+// but gate and up read as two long streams that the hardware prefetchers follow. The fused kernel's
+// per-32-neuron interleave of 64 row dots and a down chunk read GRIFFIN's sequential buffer at 25.9 GB/s
+// where dense's MLP ran at 34.5 (llama-1b Q4_0).
 class differential_bundle_cache {
 public:
     // down_t: the layer's down projection input-major ([hidden, dim]); it must outlive the cache.
