@@ -96,7 +96,7 @@ void run_all_methods(const std::string& arch, const std::string& shape = "small"
     // Gate pruning's pair layout (up rows beside down columns, one fused pass with the model's own GLU:
     // GeGLU on Gemma) gives the logits of the separate output-sparse up and input-sparse down kernels
     // (a method set that also prunes down's inputs keeps those layouts), bit for bit on these small
-    // shapes (down columns under 8 KiB).
+    // shapes (down columns under 12 KiB).
     sl::method_config gc = sl::method_default_config();
     gc.name = "gate";
     gc.density = want;

@@ -427,7 +427,7 @@ struct recording_probe : sl::activation_observer {
 // both matrices, up pruning gate|down pairs; with a method set that also prunes down's inputs (GLU
 // pruning) they run the
 // separate output-sparse up and input-sparse down kernels. On stories260K (down columns far below
-// the kernels' 8 KiB split) the two are the same arithmetic: logits, every observed activation (the
+// the kernels' 12 KiB split) the two are the same arithmetic: logits, every observed activation (the
 // full up pre-activations and GLU, 0 where not computed) and the executed masks agree bit for bit, and
 // the pairs hold no more bytes than the layouts they replace.
 TEST(ThresholdMethods, UpDownPairsEqualTheSeparateKernels) {
