@@ -109,10 +109,11 @@ owned_pairs make_pairs(const tensor_view& rows, const tensor_view& down, dtype d
 // How the sparse kernels split work, so that no result depends on the thread count: input-major rows
 // shorter than k_input_sparse_split_row_bytes, and the fused MLP, cut the active list into at most
 // k_sparse_slices slices (input-sparse: of whole 32-channel blocks; fused: of neurons), each summed into
-// its own partial output; partials are added in slice order. Longer rows give each thread slices of y,
-// two per thread, so with 2 threads every active row is read in quarters: rows of 8-9 KiB (F32 at 2048
-// outputs, F16 at 4096, Q8_0x8 at 8192: llama-1b's gate/up on Q8_0) were read in random ~2 KiB pieces.
-// Split by channels instead (in-process A/B, 2 threads, 1 GB of copies, stop 32), GB/s: F32 2048 x 8192
+// its own partial output; partials are added in slice order. Longer rows give the threads slices of y
+// (two per thread over a call), each reading its share of every active row: with the threshold at 8 KiB,
+// rows of 8-9 KiB (F32 at 2048 outputs, F16 at 4096, Q8_0x8 at 8192: llama-1b's gate/up on Q8_0) were
+// read in random ~2 KiB quarters at 2 threads. Split by channels instead (in-process A/B, 2 threads, 1 GB
+// of copies, stop 32), GB/s: F32 2048 x 8192
 // d = 0.5 23.2 -> 29.3, 22.6 -> 28.4, d = 1 21.5 -> 30.5, 25.3 -> 33.7; F16 4096 x 14336 d = 0.5 24.8 ->
 // 28.9, 24.5 -> 29.4, d = 1 22.7 -> 29.5, 25.4 -> 29.1; Q8_0x8 8192 x 2048 +1..3% at d = 0.5 (three runs),
 // +4..6% at d = 1. At 15-16 KiB (4 KiB quarters) it was a wash (Q8_0x8 at 14336 outputs -4..0%, F16 at
