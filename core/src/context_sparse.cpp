@@ -183,30 +183,34 @@ const float* masked_input(const index_mask& in, const float* x, int64_t n, int s
 // `wt` runs on it alone, dense too (the layout replaces the row-major original): density 1 then equals
 // dense bit for bit, and the original's pages are never touched. Without a layout (the method keeps
 // this matrix at or above the layout's break-even density) a pruned x runs through the dense gemv with
-// the pruned inputs zeroed: the same masked product, every weight read.
-void project_in(const tensor_view& w, const tensor_view* wt, const index_mask& in, const float* x, float* y,
+// the pruned inputs zeroed: the same masked product, every weight read. Returns true in that case (the
+// bytes read are the whole matrix, not the mask's share: context::read_density_sum).
+bool project_in(const tensor_view& w, const tensor_view* wt, const index_mask& in, const float* x, float* y,
                 int threads) {
     if (!wt) {
         kernels::gemv(w, in.all ? x : masked_input(in, x, w.cols, 0), y, threads);
-        return;
+        return !in.all;
     }
     if (in.all) {
         kernels::gemv_input_sparse(*wt, x, all_indices(wt->rows), wt->rows, y, threads);
-        return;
+        return false;
     }
     kernels::gemv_input_sparse(*wt, x, in.idx.data(), static_cast<int64_t>(in.idx.size()), y, threads);
+    return false;
 }
 
 // project_in for several matrices of the same x (q, k, v; gate, up) in one parallel region when they
 // all take the same path (all row-major, or all on input-major layouts); otherwise one call each. The
-// same kernels either way, so the bits are those of separate project_in calls.
+// same kernels either way, so the bits are those of separate project_in calls. whole[m] receives
+// project_in's result for matrix m.
 void project_in_multi(int n, const tensor_view* const* w, const tensor_view* const* wt, const index_mask* const* in,
-                      const float* x, float* const* y, int threads) {
+                      const float* x, float* const* y, int threads, bool* whole) {
     assert(n <= kernels::k_input_sparse_multi_max);
     bool rows = true, layouts = true;
     for (int m = 0; m < n; ++m) {
         rows = rows && !wt[m];
         layouts = layouts && wt[m];
+        whole[m] = !wt[m] && !in[m]->all;
     }
     if (rows) {
         tensor_view ws[kernels::k_input_sparse_multi_max];
@@ -219,7 +223,7 @@ void project_in_multi(int n, const tensor_view* const* w, const tensor_view* con
         return;
     }
     if (!layouts) {
-        for (int m = 0; m < n; ++m) project_in(*w[m], wt[m], *in[m], x, y[m], threads);
+        for (int m = 0; m < n; ++m) project_in(*w[m], wt[m], *in[m], x, y[m], threads);  // whole[] as set above
         return;
     }
     const int32_t* idx[kernels::k_input_sparse_multi_max];
@@ -236,24 +240,23 @@ void project_in_multi(int n, const tensor_view* const* w, const tensor_view* con
     kernels::gemv_input_sparse_multi(wt, x, idx, n_idx, y, n, threads);
 }
 
-// y_full[r] = W[r] . x for r in `rows`, 0 elsewhere; inputs restricted to `in`.
-void project_rows(const tensor_view& w, const tensor_view* wt, const index_mask& in, const index_mask& rows,
+// y_full[r] = W[r] . x for r in `rows`, 0 elsewhere; inputs restricted to `in`. Returns project_in's
+// result when it ran (false for the output-sparse rows: they read what the row mask says).
+bool project_rows(const tensor_view& w, const tensor_view* wt, const index_mask& in, const index_mask& rows,
                   const float* x, float* y_full, float* compact, int threads) {
-    if (rows.all) {
-        project_in(w, wt, in, x, y_full, threads);
-        return;
-    }
+    if (rows.all) return project_in(w, wt, in, x, y_full, threads);
     if (in.all) {
         const int64_t n = static_cast<int64_t>(rows.idx.size());
         kernels::gemv_output_sparse(w, x, rows.idx.data(), n, compact, threads);
         std::fill(y_full, y_full + w.rows, 0.0f);
         for (int64_t k = 0; k < n; ++k) y_full[rows.idx[static_cast<size_t>(k)]] = compact[k];
-        return;
+        return false;
     }
     // Both inputs and rows pruned (no paper method does this): compute with the input mask, keep the rows.
-    project_in(w, wt, in, x, compact, threads);
+    const bool whole = project_in(w, wt, in, x, compact, threads);
     std::fill(y_full, y_full + w.rows, 0.0f);
     for (int32_t r : rows.idx) y_full[r] = compact[r];
+    return whole;
 }
 
 }  // namespace
@@ -300,6 +303,8 @@ void context::mlp_sparse(int32_t l, const token_info& ti) {
         }
         return ll.has[static_cast<int>(p)] ? &ll.t[static_cast<int>(p)].view : nullptr;
     };
+    // Which projections read their whole matrix for a pruned input (offloaded bytes are the source's).
+    auto read_whole = [&](proj p, bool whole) { m_read_whole[static_cast<int>(p)] = whole && !m_mlp_source; };
 
     const bool up_first = m_traits.up_first;
     const proj p1 = up_first ? proj::up : proj::gate;
@@ -315,10 +320,14 @@ void context::mlp_sparse(int32_t l, const token_info& ti) {
         const tensor_view* wt[2] = {layout(p1), layout(p2)};
         const index_mask* in[2] = {&in1, &in2};
         float* y[2] = {f1, f2};
-        project_in_multi(2, w, wt, in, m_xb.data(), y, m_threads);
+        bool whole[2];
+        project_in_multi(2, w, wt, in, m_xb.data(), y, m_threads, whole);
+        read_whole(p1, whole[0]);
+        read_whole(p2, whole[1]);
         intersect_masks(m_masks.neurons_pre, m_masks.neurons_post, rows2);
     } else {
-        project_rows(proj_w(p1), layout(p1), in1, m_masks.neurons_pre, m_xb.data(), f1, m_compact.data(), m_threads);
+        read_whole(p1, project_rows(proj_w(p1), layout(p1), in1, m_masks.neurons_pre, m_xb.data(), f1,
+                                    m_compact.data(), m_threads));
         lap(stage::mlp_in);
         if (m_traits.neurons_post) {
             m_method->select_after_first(ti, {f1, static_cast<size_t>(hidden)}, m_masks);
@@ -329,7 +338,7 @@ void context::mlp_sparse(int32_t l, const token_info& ti) {
             mlp_pairs(l, ti, rows2);
             return;
         }
-        project_rows(proj_w(p2), layout(p2), in2, rows2, m_xb.data(), f2, m_compact.data(), m_threads);
+        read_whole(p2, project_rows(proj_w(p2), layout(p2), in2, rows2, m_xb.data(), f2, m_compact.data(), m_threads));
     }
     observe(l, probe::gate_pre, ti.pos, 1, m_gate.data(), hidden);
     observe(l, probe::up_pre, ti.pos, 1, m_up.data(), hidden);
@@ -356,7 +365,8 @@ void context::mlp_sparse(int32_t l, const token_info& ti) {
     intersect_masks(rows2, m_masks.down_in, used);
     m_masks.down_in = used;  // report what the kernel really read
     if (m_mlp_source && !fetch(mlp_weight_source::stage::down)) return;
-    project_in(proj_w(proj::down), layout(proj::down), used, m_gate.data(), m_proj.data(), m_threads);
+    read_whole(proj::down, project_in(proj_w(proj::down), layout(proj::down), used, m_gate.data(), m_proj.data(),
+                                      m_threads));
     lap(stage::down);
 }
 
@@ -399,6 +409,7 @@ void context::layer_forward_sparse(int32_t l, int32_t pos) {
     auto layout = [&](proj p) { return ll.has[static_cast<int>(p)] ? &ll.t[static_cast<int>(p)].view : nullptr; };
 
     m_masks.reset();
+    std::fill(std::begin(m_read_whole), std::end(m_read_whole), false);
     token_info ti;
     ti.layer = l;
     ti.pos = pos;
@@ -420,7 +431,7 @@ void context::layer_forward_sparse(int32_t l, int32_t pos) {
         const tensor_view* wt[3] = {layout(proj::q), layout(proj::k), layout(proj::v)};
         const index_mask* in[3] = {&m_masks.q_in, &m_masks.k_in, &m_masks.v_in};
         float* y[3] = {m_q.data(), m_k.data(), m_v.data()};
-        project_in_multi(3, w, wt, in, m_xb.data(), y, m_threads);
+        project_in_multi(3, w, wt, in, m_xb.data(), y, m_threads, m_read_whole);  // q, k, v: the first three
     }
     lap(stage::qkv);
     finish_qkv(l, 1, pos);
@@ -430,7 +441,8 @@ void context::layer_forward_sparse(int32_t l, int32_t pos) {
         m_method->select_o_input(ti, {m_att.data(), static_cast<size_t>(hp.q_dim())}, m_masks);
         lap(stage::select);
     }
-    project_in(lw.wo, layout(proj::o), m_masks.o_in, m_att.data(), m_proj.data(), m_threads);
+    m_read_whole[static_cast<int>(proj::o)] =
+        project_in(lw.wo, layout(proj::o), m_masks.o_in, m_att.data(), m_proj.data(), m_threads);
     lap(stage::o);
     add_residual(lw.post_attn_norm, 1);
 
@@ -447,16 +459,9 @@ void context::layer_forward_sparse(int32_t l, int32_t pos) {
         for (proj p : {proj::gate, proj::up, proj::down}) d.d[static_cast<int>(p)] = d_split.d[static_cast<int>(p)];
     layer_density& sum = m_density_sum[static_cast<size_t>(l)];
     layer_density& read = m_read_sum[static_cast<size_t>(l)];
-    const index_mask* in[proj_count] = {&m_masks.q_in,    &m_masks.k_in,  &m_masks.v_in,   &m_masks.o_in,
-                                        &m_masks.gate_in, &m_masks.up_in, &m_masks.down_in};
-    // The MLP ran project_in on the model's own matrices unless offloaded, fused, split or over pairs.
-    const bool mlp_rows = !m_mlp_source && !m_traits.split_mlp && !ll.has_pairs &&
-                          !(m_traits.fused && !m_masks.neurons_pre.all);
     for (int p = 0; p < proj_count; ++p) {
         sum.d[p] += d.d[p];
-        // A pruned input without a layout ran the dense gemv on the masked x: every weight read.
-        const bool rows_dense = !ll.has[p] && !in[p]->all && (p < static_cast<int>(proj::gate) || mlp_rows);
-        read.d[p] += rows_dense ? 1.0f : d.d[p];
+        read.d[p] += m_read_whole[p] ? 1.0f : d.d[p];  // a pruned input through the dense gemv read it all
     }
     if (m_observer) m_observer->on_masks(l, pos, m_masks, d);
     if (m_residency) m_residency->on_token(l, pos, m_masks);

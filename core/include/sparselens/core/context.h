@@ -208,6 +208,9 @@ private:
     layer_masks m_masks;
     std::vector<layer_density> m_density_sum;
     std::vector<layer_density> m_read_sum;
+    // Per projection, this token and layer: a pruned input ran the dense gemv on the masked x (every
+    // weight read), as the projection helpers of context_sparse.cpp report; summed into m_read_sum.
+    bool m_read_whole[proj_count] = {};
     int64_t m_density_tokens = 0;
     std::vector<float> m_compact;  // output-sparse results before scattering
     std::vector<float> m_pair_scratch;  // kernels::sparse_pairs' scratch, then the compact row values (observers)
