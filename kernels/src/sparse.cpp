@@ -171,19 +171,32 @@ int64_t output_unit(dtype t) {
     return std::max<int64_t>(32, dtype_block_elems(t));
 }
 
+// Channels per chunk call: input_sparse_chunk_channels (sparse.h), half a channel block on rows of
+// 2 KiB or more. A call reads a segment of each of its rows side by side, 64 bytes per row per step, so
+// 32 rows are 32 concurrent streams; 16 read faster from DRAM once the segments are ~2 KiB or longer.
+// Measured (in-process A/B, gemv_input_sparse_multi on two matrices as gate and up run, 2 threads,
+// medians of 11, GB/s, 32 -> 16 rows): Q4_0x8 8192x2048 (4608-byte rows) d = 0.5 22.9 -> 24.0, 17.4 ->
+// 21.1, 25.4 -> 26.1, 23.7 -> 26.6 (24 rows: 21.4 -> 22.4 against 32; 8 rows: 24.7 -> 24.1 against 16),
+// d = 0.3 24.7 -> 27.4, 15.0 -> 18.7, d = 0.8 23.4 -> 24.1, 24.7 -> 25.0; Q8_0x8 8192x2048 d = 0.5
+// 25.8 -> 27.5, 26.7 -> 28.3, 2048x8192 (2176-byte rows) 25.9 -> 27.1, 24.8 -> 24.9. Q4_0x8's 1152-byte
+// rows (2048 outputs) went the other way (24.9 -> 24.4, 25.0 -> 23.5, 28.0 -> 26.1) and keep 32.
+static_assert(k_sum_block == detail::k_chunk_rows && k_sum_block % input_sparse_chunk_channels(0) == 0 &&
+              k_sum_block % input_sparse_chunk_channels(k_input_sparse_half_chunk_row_bytes) == 0);
+
 // input_sparse_range through a chunk kernel: per output panel, each block of k_sum_block channels is
-// one call that adds its integer-dot sum straight into dst (no temporary), prefetching the next block's
-// rows (after the last block, the next panel's first rows).
+// one or two calls that add their integer-dot sums straight into dst (no temporary), each prefetching
+// the next call's rows (after the last, the next panel's first rows).
 void input_sparse_chunks(detail::chunk_fn chunk, const tensor_view& wt, const float* x, const int32_t* idx, int64_t k0,
                          int64_t k1, int64_t o0, int64_t o1, float* dst, int64_t panel) {
-    static_assert(k_sum_block == detail::k_chunk_rows);
+    // k0 is a multiple of k_sum_block (input_sparse_job::run), so calls start at fixed list positions.
+    const int64_t call_rows = input_sparse_chunk_channels(wt.row_bytes());
     for (int64_t p0 = o0; p0 < o1; p0 += panel) {
         const int64_t n = std::min(panel, o1 - p0);
         const int64_t seg = dtype_row_bytes(wt.type, p0);  // p0 is a multiple of 32
         const int64_t next_seg = dtype_row_bytes(wt.type, p0 + panel);
         const bool more_panels = p0 + panel < o1;
-        for (int64_t b0 = k0; b0 < k1; b0 += k_sum_block) {
-            const int64_t b1 = std::min(k1, b0 + k_sum_block);
+        for (int64_t b0 = k0; b0 < k1; b0 += call_rows) {
+            const int64_t b1 = std::min(k1, b0 + call_rows);
             float s[k_sum_block];
             const uint8_t* rows[k_sum_block];
             const uint8_t* pf[k_sum_block];
@@ -193,9 +206,9 @@ void input_sparse_chunks(detail::chunk_fn chunk, const tensor_view& wt, const fl
             }
             int n_pf = 0;
             if (b1 < k1) {
-                for (int64_t k = b1; k < std::min(k1, b1 + k_sum_block); ++k) pf[n_pf++] = wt.row(idx[k]) + seg;
+                for (int64_t k = b1; k < std::min(k1, b1 + call_rows); ++k) pf[n_pf++] = wt.row(idx[k]) + seg;
             } else if (more_panels) {
-                for (int64_t k = k0; k < std::min(k1, k0 + k_sum_block); ++k) pf[n_pf++] = wt.row(idx[k]) + next_seg;
+                for (int64_t k = k0; k < std::min(k1, k0 + call_rows); ++k) pf[n_pf++] = wt.row(idx[k]) + next_seg;
             }
             chunk(dst + (p0 - o0), b0 == k0, static_cast<int>(b1 - b0), rows, s, n, pf, n_pf);
         }

@@ -134,7 +134,7 @@ TEST_P(sparse_by_type, input_sparse_matches_double_reference) {
                         for (float v : y1) ASSERT_EQ(v, 0.0f);
                         for (float v : y3) ASSERT_EQ(v, 0.0f);
                     } else {
-                        // The VNNI kernels round x * scale to int8 per (32 channels, 32 outputs).
+                        // The integer chunks round x * scale to int8 per (16 or 32 channels, 32 outputs).
                         const double bound = k::input_sparse_rounds_activations(lt) ? k_act_quant_bound : k_bound;
                         EXPECT_LE(nmse(y1.data(), ref), bound);
                         EXPECT_LE(nmse(y3.data(), ref), bound);
@@ -186,8 +186,8 @@ TEST(sparse, input_sparse_rounding_matches_dense_activation_rounding) {
 
 // ---- Integer input-sparse chunks: the exact arithmetic ---------------------------------------------
 // What input_sparse_rounds_activations promises, written out per output (sparse_vnni_avx512.cpp and
-// sparse_int8_avx2.cpp must both compute exactly this): the active list is cut into chunks of 32
-// consecutive entries; per chunk and block b of 32 outputs, c_i = fp16(d_ib) * x_i in f32,
+// sparse_int8_avx2.cpp must both compute exactly this): the active list is cut into chunks of `chunk`
+// consecutive entries (input_sparse_chunk_channels of the row length; 32 in the fused MLP); per chunk and block b of 32 outputs, c_i = fp16(d_ib) * x_i in f32,
 // mx = max |c_i|, k_i = nearbyint(c_i * (127 / mx)) (0 when mx = 0), S = mx / 127, and
 // y_o = S * float(sum_i k_i q_io) for the first chunk, fma(S, float(sum_i k_i q_io), y_o) after it.
 // (Q8_0 / Q4_0 and their x8 forms: place_of_block says where each block's scale and quants are.)
@@ -209,10 +209,10 @@ float block_scale(dtype t, const uint8_t* row, int64_t b) {
 }
 
 std::vector<float> integer_chunks_model(dtype t, const std::vector<const uint8_t*>& rows, const std::vector<float>& s,
-                                        int64_t out) {
+                                        int64_t out, size_t chunk) {
     std::vector<float> y(static_cast<size_t>(out), 0.0f);
-    for (size_t c0 = 0; c0 < rows.size(); c0 += 32) {
-        const size_t n = std::min<size_t>(32, rows.size() - c0);
+    for (size_t c0 = 0; c0 < rows.size(); c0 += chunk) {
+        const size_t n = std::min(chunk, rows.size() - c0);
         for (int64_t b = 0; b < out / 32; ++b) {
             float c[32];
             float mx = 0.0f;
@@ -239,18 +239,18 @@ std::vector<float> integer_chunks_model(dtype t, const std::vector<const uint8_t
 // The kernels' documented split (sparse.h): `slices` contiguous ranges of the active list (boundaries
 // as the kernel cuts them, in units of `unit` entries), each a chunk sum of its own, added in order.
 std::vector<float> sliced_chunks_model(dtype t, const std::vector<const uint8_t*>& rows, const std::vector<float>& s,
-                                       int64_t out, int64_t unit) {
+                                       int64_t out, int64_t unit, size_t chunk) {
     const auto n = static_cast<int64_t>(rows.size());
     const int64_t units = (n + unit - 1) / unit;
     const int64_t slices = std::min<int64_t>(k::k_sparse_slices, units);
-    if (slices <= 1) return integer_chunks_model(t, rows, s, out);
+    if (slices <= 1) return integer_chunks_model(t, rows, s, out, chunk);
     std::vector<float> y;
     for (int64_t sl = 0; sl < slices; ++sl) {
         const int64_t per = units / slices, extra = units % slices;
         const int64_t u0 = sl * per + std::min(sl, extra), u1 = u0 + per + (sl < extra ? 1 : 0);
         const int64_t b = u0 * unit, e = std::min(n, u1 * unit);
         const std::vector<float> p = integer_chunks_model(t, {rows.begin() + b, rows.begin() + e},
-                                                          {s.begin() + b, s.begin() + e}, out);
+                                                          {s.begin() + b, s.begin() + e}, out, chunk);
         if (sl == 0) {
             y = p;
         } else {
@@ -309,8 +309,9 @@ TEST(sparse, input_sparse_integer_chunks_are_exact) {
                     xs.push_back(x[static_cast<size_t>(i)]);
                 }
                 const bool sliced = wt.view.row_bytes() < k::k_input_sparse_split_row_bytes;
-                const std::vector<float> model =
-                    sliced ? sliced_chunks_model(t, rows, xs, out, 32) : integer_chunks_model(t, rows, xs, out);
+                const auto chunk = static_cast<size_t>(k::input_sparse_chunk_channels(wt.view.row_bytes()));
+                const std::vector<float> model = sliced ? sliced_chunks_model(t, rows, xs, out, 32, chunk)
+                                                        : integer_chunks_model(t, rows, xs, out, chunk);
                 for (k::isa i : isas()) {
                     k::set_active_isa(i);
                     if (!k::input_sparse_rounds_activations(t)) continue;
@@ -339,7 +340,8 @@ TEST(sparse, input_sparse_integer_chunks_are_exact) {
             idx[static_cast<size_t>(i)] = i;
             rows.push_back(wt.view.row(i));
         }
-        const std::vector<float> model = sliced_chunks_model(t, rows, x, out, 32);
+        const std::vector<float> model =
+            sliced_chunks_model(t, rows, x, out, 32, static_cast<size_t>(k::input_sparse_chunk_channels(wt.view.row_bytes())));
         for (k::isa i : isas()) {
             k::set_active_isa(i);
             if (!k::input_sparse_rounds_activations(t)) continue;
@@ -382,7 +384,7 @@ TEST(sparse, fused_down_columns_are_exact_integer_chunks) {
                                         scratch.data(), glu.data(), 1);
                     std::vector<const uint8_t*> cols;
                     for (int32_t j : idx) cols.push_back(b.view.bundle(j) + 2 * b.view.part_bytes());
-                    ASSERT_TRUE(same_bits(sliced_chunks_model(dt, cols, glu, dim, 1), y.data()));
+                    ASSERT_TRUE(same_bits(sliced_chunks_model(dt, cols, glu, dim, 1, 32), y.data()));
                     ++checked;
                 }
             }

@@ -113,13 +113,22 @@ owned_pairs make_pairs(const tensor_view& rows, const tensor_view& down, dtype d
 // (two per thread over a call), each reading its share of every active row: with the threshold at 8 KiB,
 // rows of 8-9 KiB (F32 at 2048 outputs, F16 at 4096, Q8_0x8 at 8192: llama-1b's gate/up on Q8_0) were
 // read in random ~2 KiB quarters at 2 threads. Split by channels instead (in-process A/B, 2 threads, 1 GB
-// of copies, stop 32), GB/s: F32 2048 x 8192
-// d = 0.5 23.2 -> 29.3, 22.6 -> 28.4, d = 1 21.5 -> 30.5, 25.3 -> 33.7; F16 4096 x 14336 d = 0.5 24.8 ->
-// 28.9, 24.5 -> 29.4, d = 1 22.7 -> 29.5, 25.4 -> 29.1; Q8_0x8 8192 x 2048 +1..3% at d = 0.5 (three runs),
-// +4..6% at d = 1. At 15-16 KiB (4 KiB quarters) it was a wash (Q8_0x8 at 14336 outputs -4..0%, F16 at
-// 8192 -6..+20%), so those rows stay split by y.
+// of copies, stop 32), GB/s: F32 2048 x 8192 d = 0.5 23.2 -> 29.3, 22.6 -> 28.4, d = 1 21.5 -> 30.5,
+// 25.3 -> 33.7; F16 4096 x 14336 d = 0.5 24.8 -> 28.9, 24.5 -> 29.4, d = 1 22.7 -> 29.5, 25.4 -> 29.1;
+// Q8_0x8 8192 x 2048 +1..3% at d = 0.5 (three runs), +4..6% at d = 1. At 15-16 KiB (4 KiB quarters) it
+// was a wash (Q8_0x8 at 14336 outputs -4..0%, F16 at 8192 -6..+20%), so those rows stay split by y.
 inline constexpr int k_sparse_slices = 4;
 inline constexpr int64_t k_input_sparse_split_row_bytes = 12288;
+
+// Active channels per integer chunk of the input-sparse GEMV (the group that shares one int8
+// coefficient scale per 32 outputs, see input_sparse_rounds_activations): 32, and 16 on input-major rows
+// of at least k_input_sparse_half_chunk_row_bytes, where 16 side-by-side row streams read faster than 32
+// (sparse.cpp, input_sparse_chunks). A function of the row length only: the bits never depend on the
+// thread count. Chunks start at multiples of this count in the active list.
+inline constexpr int64_t k_input_sparse_half_chunk_row_bytes = 2048;
+constexpr int64_t input_sparse_chunk_channels(int64_t row_bytes) {
+    return row_bytes >= k_input_sparse_half_chunk_row_bytes ? 16 : 32;
+}
 
 // Input-sparse GEMV: y[o] = sum_{i in idx} x[i] * wt[i, o], wt input-major ([in, out]). Rows of >= 12 KiB:
 // threads own slices of y; shorter rows: the active list is cut into a fixed number of slices of whole
@@ -149,7 +158,8 @@ float input_sparse_break_even(dtype layout_type);
 
 // True when gemv_input_sparse on the active ISA forms Q8_0/Q4_0 products as integer dots (AVX2, and
 // AVX-512 with VNNI; the scalar ISA and AVX-512 without VNNI keep f32 products): per block of 32
-// outputs and chunk of 32 active channels, x[i] * (weight scale) is rounded to int8 with one scale,
+// outputs and chunk of active channels (input_sparse_chunk_channels), x[i] * (weight scale) is rounded
+// to int8 with one scale,
 // so y carries activation-rounding error like the dense quantized gemv's (normalised MSE ~1e-5 on
 // random data) instead of f32 rounding only. Deterministic for a given index list, and the same
 // bits on AVX2 and AVX-512 VNNI for finite inputs (tst_kernels_sparse holds both to one model).
