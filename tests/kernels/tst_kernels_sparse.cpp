@@ -369,6 +369,8 @@ TEST(sparse, fused_down_columns_are_exact_integer_chunks) {
             const k::owned_bundles b = k::make_bundles(gate.view, up.view, down.view, t);
             const dtype dt = b.view.down_type();  // dim 2048: the x8 form
             EXPECT_EQ(dt, dim % 256 == 0 ? sl::dtype_x8_form(t) : t);
+            // Q8_0 at dim 2048: 2176-byte columns, chunks of 16 neurons (input_sparse_chunk_channels).
+            const auto down_chunk = static_cast<size_t>(k::input_sparse_chunk_channels(sl::dtype_row_bytes(dt, dim)));
             const std::vector<float> x = make_x(dim, 8 + dim, 2.0f / std::sqrt(static_cast<float>(dim)));
             for (const density& d : k_densities) {
                 const std::vector<int32_t> idx = make_idx(hidden, d, true, 60 + hidden);
@@ -384,7 +386,7 @@ TEST(sparse, fused_down_columns_are_exact_integer_chunks) {
                                         scratch.data(), glu.data(), 1);
                     std::vector<const uint8_t*> cols;
                     for (int32_t j : idx) cols.push_back(b.view.bundle(j) + 2 * b.view.part_bytes());
-                    ASSERT_TRUE(same_bits(sliced_chunks_model(dt, cols, glu, dim, 1, 32), y.data()));
+                    ASSERT_TRUE(same_bits(sliced_chunks_model(dt, cols, glu, dim, 1, down_chunk), y.data()));
                     ++checked;
                 }
             }
@@ -695,8 +697,9 @@ TEST(sparse, results_do_not_depend_on_the_thread_count) {
 // of up rows; up pruning: up, pairs of gate rows): the same bits as the separate kernels it replaces
 // (gemv_output_sparse on the rows, SwiGLU or GeGLU, gemv_input_sparse on down's input-major layout) on
 // every list and ISA, GLU and row values included, at any thread count, while the down columns are
-// shorter than k_input_sparse_split_row_bytes (gemv_input_sparse's channel split); K-quant rows beside
-// the layout type that replaces the down matrix, as a Q4_K_M file gets them.
+// shorter than k_input_sparse_split_row_bytes (gemv_input_sparse's channel split), in chunks of 16 (Q8_0
+// at dim 2048) or 32 channels; K-quant rows beside the layout type that replaces the down matrix, as a
+// Q4_K_M file gets them.
 TEST(sparse, pairs_equal_the_separate_kernels) {
     isa_guard guard;
     struct types {
@@ -705,9 +708,10 @@ TEST(sparse, pairs_equal_the_separate_kernels) {
     for (const types ty :
          {types{dtype::q8_0, dtype::q8_0}, types{dtype::q4_0, dtype::q4_0}, types{dtype::q4_k, dtype::q4_k},
           types{dtype::q4_k, dtype::q6_k}, types{dtype::f32, dtype::f32}, types{dtype::f16, dtype::f16}}) {
-        for (const int64_t dim : {int64_t{64}, int64_t{256}, int64_t{1024}}) {
+        for (const int64_t dim : {int64_t{64}, int64_t{256}, int64_t{1024}, int64_t{2048}}) {
             const int64_t hidden = dim == 64 ? 172 : 512;
             if (dim % dtype_block_elems(ty.up) != 0 || hidden % dtype_block_elems(ty.down) != 0) continue;
+            if (dim == 2048 && ty.up != dtype::q8_0) continue;  // the one whose down columns take 16-channel chunks
             // K-quants as raw random blocks (quantize_row does not encode them).
             const auto make = [](dtype t, int64_t rows, int64_t cols, uint64_t seed) {
                 return sl::dtype_info(t).encodable ? make_matrix(t, rows, cols, seed)
