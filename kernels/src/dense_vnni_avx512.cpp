@@ -5,6 +5,7 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include "quant_rows_avx512.h"
+#include "sparse_internal.h"
 
 #if !defined(__AVX512VNNI__) || !defined(__AVX512VBMI__)
 #error "dense_vnni_avx512.cpp needs -mavx512vnni -mavx512vbmi (kernels/CMakeLists.txt)"
@@ -23,6 +24,20 @@ void add_vnni_rows_avx512(kernel_table& k) {
     k.rows_cached[static_cast<int>(dtype::q4_0)] = rows_quant<4, q4_block, false>;
     k.rows[static_cast<int>(dtype::q4_k)] = k.rows_cached[static_cast<int>(dtype::q4_k)] = rows<q4k>;
     k.rows[static_cast<int>(dtype::q6_k)] = k.rows_cached[static_cast<int>(dtype::q6_k)] = rows<q6k>;
+}
+
+// The same VNNI rows as the sparse gathers (output-sparse rows, the fused MLP's and the pairs' row dots).
+// Until stop 33 the gathers kept the AVX-512BW build of these rows: Q4_0's four blocks side by side took
+// three inserts instead of one VBMI byte permute, and every dot a maddubs + madd instead of vpdpbusd.
+void add_vnni_dots_avx512(sparse_table& k) {
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx512vnni") || !__builtin_cpu_supports("avx512vbmi")) return;
+    k.dots[static_cast<int>(dtype::q8_0)] =
+        gather_dots<q8_act, quant_rows<1, q8_block, pf_l2>, quant_rows<1, q8_block, pf_none>>;
+    k.dots[static_cast<int>(dtype::q4_0)] =
+        gather_dots<q8_act, quant_rows<1, q4_block, pf_l2>, quant_rows<1, q4_block, pf_none>>;
+    k.dots[static_cast<int>(dtype::q4_k)] = gather_dots<q8_act, row_dot<q4k, pf_l2>, row_dot<q4k, pf_none>>;
+    k.dots[static_cast<int>(dtype::q6_k)] = gather_dots<q8_act, row_dot<q6k, pf_l2>, row_dot<q6k, pf_none>>;
 }
 
 }  // namespace sl::kernels::detail

@@ -182,6 +182,7 @@ const sparse_table& sparse_avx512_table() {
         k.dots[4] = gather_dots<q8_act, quant_rows<1, q4_block, pf_l2>, quant_rows<1, q4_block, pf_none>>;
         add_unpacked_dots_avx2(k);
         add_kquant_dots_avx512(k);
+        add_vnni_dots_avx512(k);  // over the four above where VNNI and VBMI exist
         add_int8_x8_chunks_avx2(k);  // AVX-512 CPUs have AVX2; replaced below where VNNI and VBMI exist
         add_vnni_chunks(k);
         return k;

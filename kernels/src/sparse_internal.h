@@ -175,6 +175,9 @@ void add_unpacked_dots_avx2(sparse_table& k);
 // The AVX-512 Q4_K/Q6_K row kernels as gathers (quant_rows_avx512.cpp), for the AVX-512 table.
 void add_kquant_dots_avx512(sparse_table& k);
 
+// The VNNI + VBMI builds of the dense Q8_0/Q4_0/Q4_K/Q6_K rows as gathers (dense_vnni_avx512.cpp), for the
+// AVX-512 table; a no-op on CPUs without AVX512-VNNI and AVX512-VBMI. Same bits as the AVX-512BW gathers.
+void add_vnni_dots_avx512(sparse_table& k);
 // The VNNI input-sparse chunks for Q8_0/Q4_0 and the x8 forms Q8_0x8/Q4_0x8/Q6_0x8
 // (sparse_vnni_avx512.cpp), for the AVX-512 table; a no-op on CPUs without AVX512-VNNI and AVX512-VBMI.
 void add_vnni_chunks(sparse_table& k);
