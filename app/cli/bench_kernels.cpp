@@ -211,6 +211,7 @@ public:
         if (wants(m_p, "dense") || wants(m_p, "input_sparse")) down_projection();
         if (wants(m_p, "dense") || wants(m_p, "output_sparse")) up_projection();
         if (wants(m_p, "fused")) mlp();
+        if (wants(m_p, "pairs")) pairs();
     }
 
 private:
@@ -449,6 +450,45 @@ private:
         sparse_rows(t, sc, "fused_mlp", matrix, b.view.bundle_bytes(), b_set.size(), dense_s, "dense_mlp");
     }
 
+    // The rest of the MLP once the gate is known (CATS, CHESS, gate pruning): dense up, SwiGLU and down
+    // vs kernels::sparse_pairs over the pair layout (each neuron's up row and down column side by side),
+    // interleaved. The gate's pre-activations are given (random), as the engine computes them first.
+    void pairs() {
+        const int64_t dim = m_s.dim, hidden = m_s.hidden;
+        const std::string matrix = "up+down " + shape_text(dim, hidden);
+        const int64_t mat_bytes = view(nullptr, hidden, dim).bytes();
+        std::vector<float> u(static_cast<size_t>(hidden)), y(static_cast<size_t>(dim));
+        const std::vector<float> pre = random_floats(hidden, 4.0f);
+        std::vector<uint8_t> joined(static_cast<size_t>(2 * mat_bytes));
+        std::memcpy(joined.data(), m_up.data(), static_cast<size_t>(mat_bytes));
+        std::memcpy(joined.data() + mat_bytes, m_down.data(), static_cast<size_t>(mat_bytes));
+        const copies set(joined.data(), 2 * mat_bytes, copies_for(m_ws, 2 * mat_bytes), m_p.huge_pages);
+        joined = {};
+        const tensor_view down = view(m_down.data(), dim, hidden);
+        const k::owned_pairs pl = k::make_pairs(view(m_up.data(), hidden, dim), down, k::input_major_type(down), false);
+        const k::pair_view pv = pl.view;
+        const copies p_set(pv.data, pv.bytes(), copies_for(m_ws, pv.bytes()), m_p.huge_pages);
+        progress("dense + pairs " + matrix, set.size() + p_set.size(), 2 * mat_bytes);
+        std::vector<float> scratch(static_cast<size_t>(k::fused_mlp_scratch_floats(dim, m_p.threads)));
+        interleaved_timer t;
+        const int dense_id = t.add(set.size(), [&](int64_t c, int) {
+            k::gemv(view(set[c], hidden, dim), m_x_dim.data(), u.data(), m_p.threads);
+            k::swiglu(u.data(), pre.data(), u.data(), hidden);
+            k::gemv(view(set[c] + mat_bytes, dim, hidden), u.data(), y.data(), m_p.threads);
+        });
+        sparse_cases sc;
+        add_sparse_cases(t, p_set, hidden, pv.pair_bytes(), sc, [&](const uint8_t* w, const std::vector<int32_t>& idx) {
+            k::pair_view at = pv;
+            at.data = w;
+            k::sparse_pairs(at, pre.data(), m_x_dim.data(), idx.data(), static_cast<int64_t>(idx.size()), y.data(),
+                            scratch.data(), nullptr, nullptr, m_p.threads);
+        });
+        t.run(m_p.reps);
+        const double dense_s =
+            dense_row(t, dense_id, "dense_up_down", matrix, hidden, static_cast<double>(2 * mat_bytes), set.size());
+        sparse_rows(t, sc, "pairs", matrix, pv.pair_bytes(), p_set.size(), dense_s, "dense_up_down");
+    }
+
     const kernel_bench_params& m_p;
     mlp_shape m_s;
     dtype m_t;
@@ -466,7 +506,7 @@ kernel_bench_params kernel_bench_default_params() {
     p.shapes = {{4096, 14336}, {2048, 8192}};
     p.types = {dtype::f32, dtype::q8_0, dtype::q4_0};
     p.densities = {0.05, 0.10, 0.20, 0.30, 0.50, 0.70, 1.00};
-    p.kernels = {"dense", "input_sparse", "output_sparse", "fused"};
+    p.kernels = {"dense", "input_sparse", "output_sparse", "fused", "pairs"};
     p.threads = k::default_threads();
     return p;
 }

@@ -27,7 +27,7 @@ struct kernel_bench_params {
     std::vector<mlp_shape> shapes;
     std::vector<dtype> types;
     std::vector<double> densities;     // fractions of active channels / rows / neurons
-    std::vector<std::string> kernels;  // any of: dense, input_sparse, output_sparse, fused
+    std::vector<std::string> kernels;  // any of: dense, input_sparse, output_sparse, fused, pairs
     int threads = 1;
     int reps = 15;                // timed calls per measurement, each on the next copy of the weights
     double working_set_gb = 1.0;  // weight copies cycled per measurement (> LLC: DRAM-bound numbers)

@@ -57,6 +57,12 @@ mlp_shape parse_shape(const std::string& s) {
     throw cli_error("bench kernels: bad shape '" + s + "' (DIMxHIDDEN, multiples of 32, e.g. 4096x14336)");
 }
 
+// The rows with a density (and a sparse target): everything but the dense kernels and the baselines.
+bool is_sparse(const kernel_bench_row& row) {
+    return row.kernel == "input_sparse" || row.kernel == "output_sparse" || row.kernel == "fused_mlp" ||
+           row.kernel == "pairs";
+}
+
 // A sparse row's time over d * dense time (the target wants <= 1.25, or <= 1.03 at 100%), and the same
 // ratio for a pure read of its listed rows: when even the read exceeds the target, the access pattern
 // (scattered rows on this machine's memory) is the likely limit, not the kernel's arithmetic. Evidence,
@@ -103,7 +109,7 @@ std::vector<target> evaluate(const kernel_bench_result& r) {
                 out.push_back({"dense " + where + ": speed-up over F32 dense", f->median_s / row.median_s,
                                row.type == dtype::q8_0 ? 3.0 : 5.0});
         }
-        const bool sparse = row.kernel == "input_sparse" || row.kernel == "output_sparse" || row.kernel == "fused_mlp";
+        const bool sparse = is_sparse(row);
         if (sparse && row.density >= 0.1 - 1e-9) {
             std::snprintf(buf, sizeof buf, "%s %s @%.0f%%: speed-up over %s", row.kernel.c_str(), where.c_str(),
                           100 * row.density, row.baseline.c_str());
@@ -133,7 +139,7 @@ void print_table(const kernel_bench_result& r, const std::vector<target>& target
         if (group != last && !last.empty()) std::printf("\n");
         last = group;
         std::string tgt;
-        const bool sparse = row.kernel == "input_sparse" || row.kernel == "output_sparse" || row.kernel == "fused_mlp";
+        const bool sparse = is_sparse(row);
         if (sparse && row.density >= 0.1 - 1e-9) {
             const double want = row.density >= 1.0 - 1e-9 ? 0.97 : 0.8 / row.density;
             char b[48];  // then time / (d * dense time): <= 1.25 wanted (1.03 at 100%)
@@ -158,7 +164,7 @@ void print_table(const kernel_bench_result& r, const std::vector<target>& target
     std::printf("\ntargets\n");
     int missed = 0, bound = 0;
     for (const kernel_bench_row& row : r.rows) {
-        const bool sparse = row.kernel == "input_sparse" || row.kernel == "output_sparse" || row.kernel == "fused_mlp";
+        const bool sparse = is_sparse(row);
         if (!sparse || row.density < 0.1 - 1e-9) continue;
         const double want = row.density >= 1.0 - 1e-9 ? 0.97 : 0.8 / row.density;
         bound += row.speedup < want && pattern_bound(row, want) ? 1 : 0;
@@ -244,9 +250,9 @@ int run_bench_kernels(const kernels_opts& o) {
     if (!o.kernels.empty()) {
         p.kernels = split_list(o.kernels);
         for (const std::string& k : p.kernels)
-            if (k != "dense" && k != "input_sparse" && k != "output_sparse" && k != "fused")
+            if (k != "dense" && k != "input_sparse" && k != "output_sparse" && k != "fused" && k != "pairs")
                 throw cli_error("bench kernels: unknown kernel '" + k +
-                                "' (dense, input_sparse, output_sparse, fused)");
+                                "' (dense, input_sparse, output_sparse, fused, pairs)");
     }
     if (o.threads > 0) p.threads = o.threads;
     if (o.reps > 0) p.reps = o.reps;
@@ -275,7 +281,7 @@ CLI::App* register_bench_kernels(CLI::App& bench, std::function<int()>& run) {
     c->add_option("--shapes", o->shapes, "MLP shapes DIMxHIDDEN, comma-separated (default 4096x14336,2048x8192)");
     c->add_option("--types", o->types, "Weight types (default f32,q8_0,q4_0; also f16, bf16, q4_k, q5_k, q6_k)");
     c->add_option("--densities", o->densities, "Active fractions (default 0.05,0.1,0.2,0.3,0.5,0.7,1)");
-    c->add_option("--kernels", o->kernels, "Subset of dense,input_sparse,output_sparse,fused (default all)");
+    c->add_option("--kernels", o->kernels, "Subset of dense,input_sparse,output_sparse,fused,pairs (default all)");
     c->add_option("--threads", o->threads, "Worker threads (0: all cores)")->check(CLI::NonNegativeNumber);
     c->add_option("--reps", o->reps, "Timed calls per measurement (default 15)")->check(CLI::Range(1, 100000));
     c->add_option("--working-set-gb", o->working_set_gb, "Weight copies cycled per measurement in GB (default 1)")

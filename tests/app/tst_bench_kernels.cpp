@@ -72,14 +72,19 @@ TEST(BenchKernels, QuickJsonIsCompleteAndConsistent) {
         } else if (kernel == "fused_mlp") {
             EXPECT_EQ(active, std::llround(d * hidden));
             want = active * 3 * row_bytes(type, dim);  // gate row + up row + down column
+        } else if (kernel == "pairs") {
+            EXPECT_EQ(active, std::llround(d * hidden));
+            want = active * 2 * row_bytes(type, dim);  // up row + down column, side by side
         } else if (kernel == "dense_mlp") {
             want = 3 * hidden * row_bytes(type, dim);
+        } else if (kernel == "dense_up_down") {
+            want = 2 * hidden * row_bytes(type, dim);
         } else {  // dense and the BLAS baselines: one whole matrix
             EXPECT_EQ(d, 1.0);
             want = hidden * row_bytes(type, dim);
         }
         EXPECT_DOUBLE_EQ(row["bytes"].get<double>(), want);
-        if (kernel == "input_sparse" || kernel == "output_sparse" || kernel == "fused_mlp") {
+        if (kernel == "input_sparse" || kernel == "output_sparse" || kernel == "fused_mlp" || kernel == "pairs") {
             EXPECT_TRUE(densities.count(d)) << d;
             // The pure read of the same rows, and the target arithmetic made from it.
             EXPECT_TRUE(finite_positive(row["pattern_read_gbs"]));
@@ -93,7 +98,8 @@ TEST(BenchKernels, QuickJsonIsCompleteAndConsistent) {
     for (const std::string t : {"F32", "Q8_0", "Q4_0"}) {
         EXPECT_EQ(count["dense/" + t], 2) << t;  // down and up
         EXPECT_EQ(count["dense_mlp/" + t], 1) << t;
-        for (const std::string k : {"input_sparse", "output_sparse", "fused_mlp"})
+        EXPECT_EQ(count["dense_up_down/" + t], 1) << t;
+        for (const std::string k : {"input_sparse", "output_sparse", "fused_mlp", "pairs"})
             EXPECT_EQ(count[k + "/" + t], 7) << k << t;
     }
     if (j["eigen"].get<bool>()) {
@@ -125,7 +131,7 @@ TEST(BenchKernels, EveryTypeRunsEveryKernel) {
             kernels.insert(row["kernel"].get<std::string>());
             EXPECT_TRUE(finite_positive(row["median_s"])) << t << " " << row.dump();
         }
-        for (const char* k : {"dense", "input_sparse", "output_sparse", "fused_mlp"})
+        for (const char* k : {"dense", "input_sparse", "output_sparse", "fused_mlp", "pairs"})
             EXPECT_EQ(kernels.count(k), 1u) << t << " has no " << k << " row";
     }
 }
