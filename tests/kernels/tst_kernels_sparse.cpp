@@ -187,9 +187,10 @@ TEST(sparse, input_sparse_rounding_matches_dense_activation_rounding) {
 // ---- Integer input-sparse chunks: the exact arithmetic ---------------------------------------------
 // What input_sparse_rounds_activations promises, written out per output (sparse_vnni_avx512.cpp and
 // sparse_int8_avx2.cpp must both compute exactly this): the active list is cut into chunks of `chunk`
-// consecutive entries (input_sparse_chunk_channels of the row length; 32 in the fused MLP); per chunk and block b of 32 outputs, c_i = fp16(d_ib) * x_i in f32,
-// mx = max |c_i|, k_i = nearbyint(c_i * (127 / mx)) (0 when mx = 0), S = mx / 127, and
-// y_o = S * float(sum_i k_i q_io) for the first chunk, fma(S, float(sum_i k_i q_io), y_o) after it.
+// consecutive entries (input_sparse_chunk_channels of the row length, in the fused MLP too); per chunk
+// and block b of 32 outputs, c_i = fp16(d_ib) * x_i in f32, mx = max |c_i|, k_i = nearbyint(c_i * (127 /
+// mx)) (0 when mx = 0), S = mx / 127, and y_o = S * float(sum_i k_i q_io) for the first chunk,
+// fma(S, float(sum_i k_i q_io), y_o) after it.
 // (Q8_0 / Q4_0 and their x8 forms: place_of_block says where each block's scale and quants are.)
 int stored_int(dtype t, const uint8_t* row, int64_t o) {
     const uint8_t* q = row + place_of_block(t, o / 32).quants;
@@ -340,8 +341,8 @@ TEST(sparse, input_sparse_integer_chunks_are_exact) {
             idx[static_cast<size_t>(i)] = i;
             rows.push_back(wt.view.row(i));
         }
-        const std::vector<float> model =
-            sliced_chunks_model(t, rows, x, out, 32, static_cast<size_t>(k::input_sparse_chunk_channels(wt.view.row_bytes())));
+        const auto chunk = static_cast<size_t>(k::input_sparse_chunk_channels(wt.view.row_bytes()));
+        const std::vector<float> model = sliced_chunks_model(t, rows, x, out, 32, chunk);
         for (k::isa i : isas()) {
             k::set_active_isa(i);
             if (!k::input_sparse_rounds_activations(t)) continue;
