@@ -179,6 +179,12 @@ const float* masked_input(const index_mask& in, const float* x, int64_t n, int s
     return b.data();
 }
 
+// Whether project_in reads every weight of a matrix for a pruned input: the dense gemv of a row-major
+// matrix (no layout) on x with the pruned inputs zeroed does.
+bool reads_whole(const tensor_view* wt, const index_mask& in) {
+    return !wt && !in.all;
+}
+
 // y = W x using only the input channels in `in` (dense when all). A matrix with an input-major layout
 // `wt` runs on it alone, dense too (the layout replaces the row-major original): density 1 then equals
 // dense bit for bit, and the original's pages are never touched. Without a layout (the method keeps
@@ -189,7 +195,7 @@ bool project_in(const tensor_view& w, const tensor_view* wt, const index_mask& i
                 int threads) {
     if (!wt) {
         kernels::gemv(w, in.all ? x : masked_input(in, x, w.cols, 0), y, threads);
-        return !in.all;
+        return reads_whole(wt, in);
     }
     if (in.all) {
         kernels::gemv_input_sparse(*wt, x, all_indices(wt->rows), wt->rows, y, threads);
@@ -210,7 +216,7 @@ void project_in_multi(int n, const tensor_view* const* w, const tensor_view* con
     for (int m = 0; m < n; ++m) {
         rows = rows && !wt[m];
         layouts = layouts && wt[m];
-        whole[m] = !wt[m] && !in[m]->all;
+        whole[m] = reads_whole(wt[m], *in[m]);  // as project_in would report on either path below
     }
     if (rows) {
         tensor_view ws[kernels::k_input_sparse_multi_max];
@@ -223,7 +229,7 @@ void project_in_multi(int n, const tensor_view* const* w, const tensor_view* con
         return;
     }
     if (!layouts) {
-        for (int m = 0; m < n; ++m) project_in(*w[m], wt[m], *in[m], x, y[m], threads);  // whole[] as set above
+        for (int m = 0; m < n; ++m) whole[m] = project_in(*w[m], wt[m], *in[m], x, y[m], threads);
         return;
     }
     const int32_t* idx[kernels::k_input_sparse_multi_max];
