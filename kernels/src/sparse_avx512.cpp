@@ -124,9 +124,7 @@ struct quant_op {
             if constexpr (PF) {
                 SL_UNROLL
                 for (int g = 0; g < G; ++g) {
-                    SL_UNROLL
-                    for (int l = 0; l < 8 * static_cast<int>(V::bytes); l += 64)
-                        _mm_prefetch(reinterpret_cast<const char*>(p[g] + off + l), _MM_HINT_T1);
+                    prefetch_span<8 * V::bytes, pf_l2>(p[g], off);
                     _mm_prefetch(reinterpret_cast<const char*>(p[g] + off + 8 * V::bytes - 1), _MM_HINT_T1);
                 }
             }
