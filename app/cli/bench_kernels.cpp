@@ -286,12 +286,14 @@ private:
         return tm.median;
     }
 
-    // A pure read of the same listed rows on the same copies (kernels::read_listed_rows) in three ways
-    // of prefetching (none, listed rows ahead into L2, ahead within the row into L1): cases of t.
-    std::array<int, 3> pattern_cases(interleaved_timer& t, const copies& set, int64_t row_bytes,
-                                     const std::vector<std::vector<int32_t>>& l) const {
-        std::array<int, 3> ids{};
-        for (int mode = 0; mode < 3; ++mode)
+    // A pure read of the same listed rows on the same copies (kernels::read_listed_rows) in its four ways
+    // (no prefetching, listed rows ahead into L2, ahead within the row into L1, row groups side by side
+    // as the chunk kernels walk them): cases of t.
+    using read_ids = std::array<int, k::k_read_listed_modes>;
+    read_ids pattern_cases(interleaved_timer& t, const copies& set, int64_t row_bytes,
+                           const std::vector<std::vector<int32_t>>& l) const {
+        read_ids ids{};
+        for (int mode = 0; mode < k::k_read_listed_modes; ++mode)
             ids[static_cast<size_t>(mode)] = t.add(set.size(), [&, row_bytes, mode](int64_t c, int r) {
                 const auto& idx = list_for(l, set, r);
                 g_sink = g_sink + k::read_listed_rows(set[c], row_bytes, idx.data(), static_cast<int64_t>(idx.size()),
@@ -300,8 +302,8 @@ private:
         return ids;
     }
 
-    // GB/s of the fastest of the three reads: the ceiling of that access pattern, whatever the arithmetic.
-    static double pattern_gbs(const interleaved_timer& t, const std::array<int, 3>& ids, double bytes) {
+    // GB/s of the fastest of the reads: the ceiling of that access pattern, whatever the arithmetic.
+    static double pattern_gbs(const interleaved_timer& t, const read_ids& ids, double bytes) {
         double best = 0;
         for (int id : ids) best = std::max(best, bytes / t.result(id).median / 1e9);
         return best;
@@ -319,11 +321,11 @@ private:
         return l[static_cast<size_t>(r / set.size() % 3)];
     }
 
-    // One sparse kernel's cases, one per density, each with the three plain reads of its rows.
+    // One sparse kernel's cases, one per density, each with the plain reads of its rows.
     struct sparse_cases {
         std::vector<std::vector<std::vector<int32_t>>> lists;  // per density: 3 index lists
         std::vector<int> ids;
-        std::vector<std::array<int, 3>> reads;
+        std::vector<read_ids> reads;
     };
 
     // Adds to t, for every density, kernel(copy, idx) over set (n_items rows or channels to pick from)

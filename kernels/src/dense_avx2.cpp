@@ -173,6 +173,21 @@ float stream_sum(const float* p, int64_t n) {
     return hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
 }
 
+// kernel_table::group_sum: two 256-bit loads per line.
+uint64_t group_sum(const uint8_t* const* rows, int n, int64_t lines, const uint8_t* const* next, int n_next) {
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0;
+    for (int64_t o = 0; o < lines * 64; o += 64) {
+        for (int i = 0; i < n; ++i) {
+            a0 = _mm256_add_epi64(a0, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[i] + o)));
+            a1 = _mm256_add_epi64(a1, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[i] + o + 32)));
+        }
+        for (int i = 0; i < n_next; ++i) _mm_prefetch(reinterpret_cast<const char*>(next[i] + o), _MM_HINT_T1);
+    }
+    alignas(32) uint64_t w[4];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(w), _mm256_add_epi64(a0, a1));
+    return w[0] + w[1] + w[2] + w[3];
+}
+
 }  // namespace
 
 const kernel_table& avx2_table() {
@@ -194,6 +209,7 @@ const kernel_table& avx2_table() {
         k.quantize_act_q8k = quantize_act_q8k;
         k.stream_sum[0] = stream_sum<false>;
         k.stream_sum[1] = stream_sum<true>;
+        k.group_sum = group_sum;
         add_unpacked_rows_avx2(k);
         return k;
     }();

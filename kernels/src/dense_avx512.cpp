@@ -91,6 +91,21 @@ float stream_sum(const float* p, int64_t n) {
     return hsum512(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
 }
 
+// kernel_table::group_sum: one 512-bit load per line.
+uint64_t group_sum(const uint8_t* const* rows, int n, int64_t lines, const uint8_t* const* next, int n_next) {
+    __m512i a0 = _mm512_setzero_si512(), a1 = a0;
+    for (int64_t o = 0; o < lines * 64; o += 64) {
+        int i = 0;
+        for (; i + 2 <= n; i += 2) {
+            a0 = _mm512_add_epi64(a0, _mm512_loadu_si512(rows[i] + o));
+            a1 = _mm512_add_epi64(a1, _mm512_loadu_si512(rows[i + 1] + o));
+        }
+        if (i < n) a0 = _mm512_add_epi64(a0, _mm512_loadu_si512(rows[i] + o));
+        for (int j = 0; j < n_next; ++j) _mm_prefetch(reinterpret_cast<const char*>(next[j] + o), _MM_HINT_T1);
+    }
+    return static_cast<uint64_t>(_mm512_reduce_add_epi64(_mm512_add_epi64(a0, a1)));
+}
+
 }  // namespace
 
 const kernel_table& avx512_table() {
@@ -117,6 +132,7 @@ const kernel_table& avx512_table() {
         k.dequant[2] = dequant_float<load_bf16>;
         k.stream_sum[0] = stream_sum<false>;
         k.stream_sum[1] = stream_sum<true>;
+        k.group_sum = group_sum;
         add_unpacked_rows_avx2(k);
         add_kquant_rows_avx512(k);
         add_vnni_rows_avx512(k);

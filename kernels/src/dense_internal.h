@@ -78,6 +78,11 @@ using quantize_act_fn = void (*)(const float* x, int64_t n, int8_t* qs, float* d
 // Sum of n floats (n multiple of 64, p 64-byte aligned), used by the bandwidth probe; [0] relies
 // on the hardware prefetcher, [1] also prefetches 4 KiB ahead like the streaming gemv kernels.
 using stream_sum_fn = float (*)(const float* p, int64_t n);
+// The sum of the 8-byte words of `lines` 64-byte lines of each of n rows (any alignment), read side by
+// side a line of each row per step while the same line of each of the n_next rows `next` goes to L2:
+// read_listed_rows' mode 3 (the chunk kernels' walk) with the ISA's widest loads.
+using group_sum_fn = uint64_t (*)(const uint8_t* const* rows, int n, int64_t lines, const uint8_t* const* next,
+                                  int n_next);
 
 struct kernel_table {
     // Streaming kernels for gemv: one row at a time, so the weights are read as a single
@@ -92,6 +97,7 @@ struct kernel_table {
     // Bit-identical to it for finite x.
     quantize_act_fn quantize_act_q8k = nullptr;
     stream_sum_fn stream_sum[2] = {};
+    group_sum_fn group_sum = nullptr;  // null (scalar): read_listed_rows' portable loop
 };
 
 // Tables filled by the per-ISA translation units (AVX tables only ever used after a CPUID check).

@@ -162,15 +162,18 @@ TEST(membw, small_buffer_gives_a_finite_positive_rate) {
     EXPECT_EQ(k::measure_read_bandwidth_gbs(1, 0, 3), 0.0);
 }
 
-// The pattern read behind `bench kernels`' "read GB/s" must read exactly the listed rows: its checksum
-// is the sum of their 8-byte words (whole 32-byte groups, then the trailing bytes) on the unaligned
-// (portable) path, whatever the thread count or prefetching.
+// The pattern read behind `bench kernels`' "read GB/s" and `bench --stages`' ideal at the access pattern
+// must read exactly the listed rows: its checksum is the sum of their 8-byte words (whole 32-byte groups,
+// then the trailing bytes) on the unaligned path, whatever the ISA, thread count or mode (mode 3 in
+// several groups of rows side by side, with a next group to prefetch).
 TEST(membw, listed_rows_read_exactly_the_listed_bytes) {
+    isa_guard guard;
     for (int64_t rb : {int64_t{1152}, int64_t{37}, int64_t{4096 + 8}}) {
-        std::vector<uint8_t> buf(static_cast<size_t>(rb * 100 + 1));  // read from + 1: the unaligned path
+        std::vector<uint8_t> buf(static_cast<size_t>(rb * 200 + 1));  // read from + 1: the unaligned path
         uint32_t s = 7;
         for (uint8_t& b : buf) b = static_cast<uint8_t>((s = s * 1103515245u + 12345u) >> 24);
-        const std::vector<int32_t> idx = {0, 3, 4, 5, 17, 50, 98, 99};
+        std::vector<int32_t> idx = {0, 3, 4, 5, 17, 50, 98, 99};
+        for (int32_t r = 100; r < 200; r += 2) idx.push_back(r);
         uint64_t want = 0;
         for (int32_t r : idx) {
             const uint8_t* p = buf.data() + 1 + r * rb;
@@ -183,11 +186,15 @@ TEST(membw, listed_rows_read_exactly_the_listed_bytes) {
                 }
             for (; o < rb; ++o) want += p[o];
         }
-        for (int threads : {1, 2, 3})
-            for (int mode : {0, 1, 2})
-                EXPECT_EQ(k::read_listed_rows(buf.data() + 1, rb, idx.data(), static_cast<int64_t>(idx.size()), threads, mode),
-                          want)
-                    << rb << " " << threads << " " << mode;
+        for (k::isa i : isas()) {
+            k::set_active_isa(i);
+            for (int threads : {1, 2, 3})
+                for (int mode = 0; mode < k::k_read_listed_modes; ++mode)
+                    EXPECT_EQ(k::read_listed_rows(buf.data() + 1, rb, idx.data(), static_cast<int64_t>(idx.size()),
+                                                  threads, mode),
+                              want)
+                        << rb << " " << k::isa_name(i) << " " << threads << " " << mode;
+        }
         EXPECT_EQ(k::read_listed_rows(buf.data() + 1, rb, idx.data(), 0, 2, 1), 0u);
     }
 }

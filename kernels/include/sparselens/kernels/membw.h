@@ -18,11 +18,14 @@ double measure_read_bandwidth_gbs(int n_threads, int64_t bytes = int64_t{1} << 3
 // that sparse kernels reading the same rows are measured against. Threads take contiguous shares of the
 // list, as the sparse kernels split it. mode 0: the hardware prefetchers alone (as dense rows stream);
 // 1: each thread also prefetches the rows ~4 KiB ahead in its list into L2, as the gathers do; 2:
-// prefetch ahead within each row into L1, as the dense kernels do. Rows of whole 128-byte groups at a
-// 32-byte aligned base are read with the active ISA's widest loads, others with 16-byte loads.
-// n_threads <= 0: OpenMP's default. Returns a checksum (keep it observable, so the reads are not
-// elided): for rows not read by the SIMD path, the sum of their 8-byte words over whole 32-byte groups
-// plus their remaining bytes.
+// prefetch ahead within each row into L1, as the dense kernels do; 3: the input-sparse chunk kernels'
+// walk, input_sparse_chunk_channels(row_bytes) rows side by side, one 64-byte line of each per step,
+// the same line of the next group's rows into L2. In modes 0-2 rows of whole 128-byte groups at a
+// 32-byte aligned base are read with the active ISA's widest loads, others with 16-byte loads (mode 3:
+// 64-byte lines, then as those). n_threads <= 0: OpenMP's default. Returns a checksum (keep it
+// observable, so the reads are not elided): for rows not read by the SIMD path, the sum of their 8-byte
+// words over whole 32-byte groups plus their remaining bytes.
+inline constexpr int k_read_listed_modes = 4;
 uint64_t read_listed_rows(const void* base, int64_t row_bytes, const int32_t* idx, int64_t n, int n_threads,
                           int mode);
 
