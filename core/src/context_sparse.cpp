@@ -179,6 +179,26 @@ const float* masked_input(const index_mask& in, const float* x, int64_t n, int s
     return b.data();
 }
 
+// Where the projection helpers below log the rows each kernel call reads (context::set_read_log; without
+// a log nothing happens).
+struct read_note {
+    std::vector<weight_read>* log = nullptr;
+    stage at = stage::other;
+
+    // The rows base + idx[k] * row_bytes for k < n, or all `rows` when `all` (an empty list reads nothing).
+    void operator()(const void* base, int64_t row_bytes, int64_t rows, bool all, const int32_t* idx = nullptr,
+                    int64_t n = 0) const {
+        if (!log || (!all && n == 0)) return;
+        weight_read r{at, base, row_bytes, rows, {}};
+        if (!all) r.idx.assign(idx, idx + n);
+        log->push_back(std::move(r));
+    }
+    void operator()(const tensor_view& w) const { (*this)(w.data, w.row_bytes(), w.rows, true); }
+    void operator()(const tensor_view& w, const int32_t* idx, int64_t n) const {
+        (*this)(w.data, w.row_bytes(), w.rows, false, idx, n);
+    }
+};
+
 // Whether project_in reads every weight of a matrix for a pruned input: the dense gemv of a row-major
 // matrix (no layout) on x with the pruned inputs zeroed does.
 bool reads_whole(const tensor_view* wt, const index_mask& in) {
@@ -192,16 +212,19 @@ bool reads_whole(const tensor_view* wt, const index_mask& in) {
 // the pruned inputs zeroed: the same masked product, every weight read. Returns true in that case (the
 // bytes read are the whole matrix, not the mask's share: context::read_density_sum).
 bool project_in(const tensor_view& w, const tensor_view* wt, const index_mask& in, const float* x, float* y,
-                int threads) {
+                int threads, const read_note& note = {}) {
     if (!wt) {
         kernels::gemv(w, in.all ? x : masked_input(in, x, w.cols, 0), y, threads);
+        note(w);
         return reads_whole(wt, in);
     }
     if (in.all) {
         kernels::gemv_input_sparse(*wt, x, all_indices(wt->rows), wt->rows, y, threads);
+        note(*wt);
         return false;
     }
     kernels::gemv_input_sparse(*wt, x, in.idx.data(), static_cast<int64_t>(in.idx.size()), y, threads);
+    note(*wt, in.idx.data(), static_cast<int64_t>(in.idx.size()));
     return false;
 }
 
@@ -210,7 +233,7 @@ bool project_in(const tensor_view& w, const tensor_view* wt, const index_mask& i
 // same kernels either way, so the bits are those of separate project_in calls. whole[m] receives
 // project_in's result for matrix m.
 void project_in_multi(int n, const tensor_view* const* w, const tensor_view* const* wt, const index_mask* const* in,
-                      const float* x, float* const* y, int threads, bool* whole) {
+                      const float* x, float* const* y, int threads, bool* whole, const read_note& note = {}) {
     assert(n <= kernels::k_input_sparse_multi_max);
     bool rows = true, layouts = true;
     for (int m = 0; m < n; ++m) {
@@ -226,10 +249,11 @@ void project_in_multi(int n, const tensor_view* const* w, const tensor_view* con
             xs[m] = in[m]->all ? x : masked_input(*in[m], x, w[m]->cols, m);
         }
         kernels::gemv_multi(ws, y, n, xs, threads);
+        for (int m = 0; m < n; ++m) note(*w[m]);
         return;
     }
     if (!layouts) {
-        for (int m = 0; m < n; ++m) whole[m] = project_in(*w[m], wt[m], *in[m], x, y[m], threads);
+        for (int m = 0; m < n; ++m) whole[m] = project_in(*w[m], wt[m], *in[m], x, y[m], threads, note);
         return;
     }
     const int32_t* idx[kernels::k_input_sparse_multi_max];
@@ -244,22 +268,24 @@ void project_in_multi(int n, const tensor_view* const* w, const tensor_view* con
         }
     }
     kernels::gemv_input_sparse_multi(wt, x, idx, n_idx, y, n, threads);
+    for (int m = 0; m < n; ++m) note(wt[m]->data, wt[m]->row_bytes(), wt[m]->rows, in[m]->all, idx[m], n_idx[m]);
 }
 
 // y_full[r] = W[r] . x for r in `rows`, 0 elsewhere; inputs restricted to `in`. Returns project_in's
 // result when it ran (false for the output-sparse rows: they read what the row mask says).
 bool project_rows(const tensor_view& w, const tensor_view* wt, const index_mask& in, const index_mask& rows,
-                  const float* x, float* y_full, float* compact, int threads) {
-    if (rows.all) return project_in(w, wt, in, x, y_full, threads);
+                  const float* x, float* y_full, float* compact, int threads, const read_note& note) {
+    if (rows.all) return project_in(w, wt, in, x, y_full, threads, note);
     if (in.all) {
         const int64_t n = static_cast<int64_t>(rows.idx.size());
         kernels::gemv_output_sparse(w, x, rows.idx.data(), n, compact, threads);
+        note(w, rows.idx.data(), n);
         std::fill(y_full, y_full + w.rows, 0.0f);
         for (int64_t k = 0; k < n; ++k) y_full[rows.idx[static_cast<size_t>(k)]] = compact[k];
         return false;
     }
     // Both inputs and rows pruned (no paper method does this): compute with the input mask, keep the rows.
-    const bool whole = project_in(w, wt, in, x, compact, threads);
+    const bool whole = project_in(w, wt, in, x, compact, threads, note);
     std::fill(y_full, y_full + w.rows, 0.0f);
     for (int32_t r : rows.idx) y_full[r] = compact[r];
     return whole;
@@ -311,6 +337,7 @@ void context::mlp_sparse(int32_t l, const token_info& ti) {
     };
     // Which projections read their whole matrix for a pruned input (offloaded bytes are the source's).
     auto read_whole = [&](proj p, bool whole) { m_read_whole[static_cast<int>(p)] = whole && !m_mlp_source; };
+    std::vector<weight_read>* log = m_mlp_source ? nullptr : m_read_log;  // offloaded bytes are the source's
 
     const bool up_first = m_traits.up_first;
     const proj p1 = up_first ? proj::up : proj::gate;
@@ -327,13 +354,13 @@ void context::mlp_sparse(int32_t l, const token_info& ti) {
         const index_mask* in[2] = {&in1, &in2};
         float* y[2] = {f1, f2};
         bool whole[2];
-        project_in_multi(2, w, wt, in, m_xb.data(), y, m_threads, whole);
+        project_in_multi(2, w, wt, in, m_xb.data(), y, m_threads, whole, {log, stage::mlp_in});
         read_whole(p1, whole[0]);
         read_whole(p2, whole[1]);
         intersect_masks(m_masks.neurons_pre, m_masks.neurons_post, rows2);
     } else {
         read_whole(p1, project_rows(proj_w(p1), layout(p1), in1, m_masks.neurons_pre, m_xb.data(), f1,
-                                    m_compact.data(), m_threads));
+                                    m_compact.data(), m_threads, {log, stage::mlp_in}));
         lap(stage::mlp_in);
         if (m_traits.neurons_post) {
             m_method->select_after_first(ti, {f1, static_cast<size_t>(hidden)}, m_masks);
@@ -344,7 +371,8 @@ void context::mlp_sparse(int32_t l, const token_info& ti) {
             mlp_pairs(l, ti, rows2);
             return;
         }
-        read_whole(p2, project_rows(proj_w(p2), layout(p2), in2, rows2, m_xb.data(), f2, m_compact.data(), m_threads));
+        read_whole(p2, project_rows(proj_w(p2), layout(p2), in2, rows2, m_xb.data(), f2, m_compact.data(), m_threads,
+                                    {log, stage::mlp_in}));
     }
     observe(l, probe::gate_pre, ti.pos, 1, m_gate.data(), hidden);
     observe(l, probe::up_pre, ti.pos, 1, m_up.data(), hidden);
@@ -372,7 +400,7 @@ void context::mlp_sparse(int32_t l, const token_info& ti) {
     m_masks.down_in = used;  // report what the kernel really read
     if (m_mlp_source && !fetch(mlp_weight_source::stage::down)) return;
     read_whole(proj::down, project_in(proj_w(proj::down), layout(proj::down), used, m_gate.data(), m_proj.data(),
-                                      m_threads));
+                                      m_threads, {log, stage::down}));
     lap(stage::down);
 }
 
@@ -394,6 +422,7 @@ void context::mlp_pairs(int32_t l, const token_info& ti, const index_mask& rows)
     kernels::sparse_pairs(pv, pre, m_xb.data(), idx, n, m_proj.data(), m_pair_scratch.data(), glu_c, row_c, m_threads,
                           glu_kind());
     m_masks.down_in = rows;  // what the kernel read
+    read_note{m_read_log, stage::mlp_fused}(pv.data, pv.pair_bytes(), hidden, rows.all, idx, n);
     if (m_observer) {
         float* other = pv.gate_rows ? m_gate.data() : m_up.data();
         std::fill(other, other + hidden, 0.0f);
@@ -437,7 +466,8 @@ void context::layer_forward_sparse(int32_t l, int32_t pos) {
         const tensor_view* wt[3] = {layout(proj::q), layout(proj::k), layout(proj::v)};
         const index_mask* in[3] = {&m_masks.q_in, &m_masks.k_in, &m_masks.v_in};
         float* y[3] = {m_q.data(), m_k.data(), m_v.data()};
-        project_in_multi(3, w, wt, in, m_xb.data(), y, m_threads, m_read_whole);  // q, k, v: the first three
+        // q, k, v: the first three of m_read_whole
+        project_in_multi(3, w, wt, in, m_xb.data(), y, m_threads, m_read_whole, {m_read_log, stage::qkv});
     }
     lap(stage::qkv);
     finish_qkv(l, 1, pos);
@@ -447,8 +477,8 @@ void context::layer_forward_sparse(int32_t l, int32_t pos) {
         m_method->select_o_input(ti, {m_att.data(), static_cast<size_t>(hp.q_dim())}, m_masks);
         lap(stage::select);
     }
-    m_read_whole[static_cast<int>(proj::o)] =
-        project_in(lw.wo, layout(proj::o), m_masks.o_in, m_att.data(), m_proj.data(), m_threads);
+    m_read_whole[static_cast<int>(proj::o)] = project_in(lw.wo, layout(proj::o), m_masks.o_in, m_att.data(),
+                                                         m_proj.data(), m_threads, {m_read_log, stage::o});
     lap(stage::o);
     add_residual(lw.post_attn_norm, 1);
 

@@ -506,6 +506,55 @@ private:
 // gemv on x with the pruned inputs zeroed: the same masked products as the input-sparse kernels on the
 // layouts (F32: only the order of the sums differs), no layout bytes, and the engine reports every
 // weight of it read while the masks' density stays the method's.
+// The read log (`bench --stages` replays it as plain reads) lists exactly the bytes the read densities
+// count, stage by stage, with each listed row inside its matrix: input-sparse layouts (DIP, TEAL with
+// its attention inputs), input-sparse down after whole gate/up (GLU pruning: at 90% MLP density 70% of
+// down's columns; at 50% none, and nothing is logged for them) and pair layouts (CATS, CHESS).
+TEST(ThresholdMethods, ReadLogMatchesTheReadDensities) {
+    for (const std::string name : {"dip", "teal", "chess-attn", "glu", "cats"}) {
+        SCOPED_TRACE(name);
+        auto m = make(name, name == "glu" ? 0.9f : 0.5f);
+        ASSERT_TRUE(m);
+        auto ctx = sl::context::create(fx().m, one_thread());
+        ASSERT_TRUE(ctx.ok());
+        ctx->set_method(m.get());
+        std::vector<sl::weight_read> log;
+        ctx->set_read_log(&log);
+        for (int32_t pos = 0; pos < 4; ++pos) ctx->decode(fx().prompt[static_cast<size_t>(pos)], pos);
+        ctx->set_read_log(nullptr);
+        const size_t n_logged = log.size();
+        ctx->decode(fx().prompt[4], 4);
+        EXPECT_EQ(log.size(), n_logged);  // detached: nothing more
+        ctx->reset_density();  // the same tokens again (the same masks), for their read densities
+        for (int32_t pos = 0; pos < 4; ++pos) ctx->decode(fx().prompt[static_cast<size_t>(pos)], pos);
+        ASSERT_EQ(ctx->density_tokens(), 4);
+
+        double logged[sl::stage_count] = {}, listed = 0;
+        for (const sl::weight_read& r : log) {
+            logged[static_cast<int>(r.at)] += static_cast<double>(r.bytes());
+            for (int32_t i : r.idx) ASSERT_TRUE(i >= 0 && i < r.rows) << i;
+            listed += r.idx.empty() ? 0 : 1;
+        }
+        EXPECT_GT(listed, 0);
+        double want_qkv = 0, want_o = 0, want_mlp = 0, dense_mlp = 0;
+        for (size_t l = 0; l < fx().m.layers.size(); ++l) {
+            const sl::layer_weights& lw = fx().m.layers[l];
+            const float* d = ctx->read_density_sum()[l].d;
+            want_qkv += d[0] * double(lw.wq.bytes()) + d[1] * double(lw.wk.bytes()) + d[2] * double(lw.wv.bytes());
+            want_o += d[3] * double(lw.wo.bytes());
+            want_mlp += d[4] * double(lw.w_gate.bytes()) + d[5] * double(lw.w_up.bytes()) +
+                        d[6] * double(lw.w_down.bytes());
+            dense_mlp += 4.0 * double(lw.w_gate.bytes() + lw.w_up.bytes() + lw.w_down.bytes());
+        }
+        const auto at = [&](sl::stage s) { return logged[static_cast<int>(s)]; };
+        EXPECT_NEAR(at(sl::stage::qkv), want_qkv, 1e-5 * want_qkv);
+        EXPECT_NEAR(at(sl::stage::o), want_o, 1e-5 * want_o);
+        EXPECT_NEAR(at(sl::stage::mlp_in) + at(sl::stage::down) + at(sl::stage::mlp_fused), want_mlp, 1e-5 * want_mlp);
+        EXPECT_EQ(at(sl::stage::mlp_fused) > 0, name == "cats" || name == "chess-attn");  // the pairs
+        EXPECT_LT(want_mlp, 0.95 * dense_mlp);  // the MLP was pruned
+    }
+}
+
 TEST(ThresholdMethods, PlannedDenseProjectionsRunRowMajorOnTheMaskedInput) {
     auto teal = make("teal", 0.5f);
     ASSERT_TRUE(teal);

@@ -86,6 +86,19 @@ struct stage_times {
     }
 };
 
+// One kernel call's weight reads while decoding a token with a method attached (context::set_read_log):
+// the rows base + idx[k] * row_bytes, or all `rows` rows in order when idx is empty. What a plain read
+// of the same memory in the same pattern is timed on (`bench --stages`: the ideal at the access pattern).
+struct weight_read {
+    stage at = stage::other;
+    const void* base = nullptr;
+    int64_t row_bytes = 0;
+    int64_t rows = 0;
+    std::vector<int32_t> idx;
+
+    int64_t bytes() const { return row_bytes * (idx.empty() ? rows : static_cast<int64_t>(idx.size())); }
+};
+
 class context {
 public:
     // Allocates the KV cache ([n_layers, n_ctx, kv_dim] for K and V) and scratch; fails on absurd sizes.
@@ -139,6 +152,10 @@ public:
     // stage boundary, nothing while off.
     void set_stage_timing(bool on);
     const stage_times& stage_timing() const { return m_stages; }
+    // Weight-read log (off by default; the context does not own it): while set, the single-token sparse
+    // path appends each q/k/v, o, gate/up, down and pair-layout kernel call's rows (fused methods' and
+    // FFSplit's MLPs and offloaded weights are not logged). Allocates per call: not for timed tokens.
+    void set_read_log(std::vector<weight_read>* log) { m_read_log = log; }
 
     // Per layer, the densities of the method's masks summed over the tokens run since the last reset
     // (divide by density_tokens(); dense layers report 1): what the method chose, for accuracy at a
@@ -196,6 +213,7 @@ private:
 
     const model* m_model = nullptr;
     activation_observer* m_observer = nullptr;
+    std::vector<weight_read>* m_read_log = nullptr;
     sparsity_method* m_method = nullptr;
     method_traits m_traits;
     method_traits m_reserved;  // reserve_layouts
