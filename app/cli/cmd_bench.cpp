@@ -8,6 +8,7 @@
 #include <optional>
 #include <random>
 #include <span>
+#include <utility>
 
 #include <sys/resource.h>
 #include <unistd.h>
@@ -108,12 +109,117 @@ void stage_weight_bytes(const context& ctx, const stage_times& st, double* out) 
     if (ctx.method()) out[static_cast<int>(stage::select)] = static_cast<double>(ctx.method()->selection_bytes_per_token());
 }
 
+// The ideal at the access pattern (--stages): a plain read (kernels::read_listed_rows, the best of its
+// modes) of the rows the method's kernels read in a few decoded tokens (context::set_read_log), timed
+// against the same read of the whole row-major matrices dense reads, stage by stage, tokens and modes
+// taking turns. Random rows read slower than a stream on this memory whatever the arithmetic (docs/
+// results.md, stop 33): a weight stage's ideal at its pattern is its ideal scaled by the two reads' times
+// per byte. Only stages where the method listed rows are read (dense's references: the same stage, or
+// gate/up + down for the pair stage); the others keep their ideal.
+struct pattern_reads {
+    double method_s[stage_count] = {}, method_bytes[stage_count] = {};
+    double dense_s[stage_count] = {}, dense_bytes[stage_count] = {};
+    int tokens = 0;
+
+    // A method stage's read time per byte over the dense reference's (0: not read).
+    double slowdown(int s) const {
+        const int mlp_in = static_cast<int>(stage::mlp_in), down = static_cast<int>(stage::down);
+        const bool pair = s == static_cast<int>(stage::mlp_fused);
+        const double ref_s = pair ? dense_s[mlp_in] + dense_s[down] : dense_s[s];
+        const double ref_b = pair ? dense_bytes[mlp_in] + dense_bytes[down] : dense_bytes[s];
+        if (method_s[s] <= 0 || method_bytes[s] <= 0 || ref_s <= 0 || ref_b <= 0) return 0.0;
+        return (method_s[s] / method_bytes[s]) / (ref_s / ref_b);
+    }
+};
+
+// The weight reads of `tokens` decoded tokens of ctx (a method attached) after the prompt, one log each.
+std::vector<std::vector<weight_read>> record_reads(context& ctx, const std::vector<int32_t>& prompt, int tokens) {
+    std::vector<std::vector<weight_read>> logs(static_cast<size_t>(tokens));
+    const float* logits = ctx.prefill(prompt, 0);
+    for (int i = 0; i < tokens; ++i) {
+        const auto tok = static_cast<int32_t>(std::max_element(logits, logits + ctx.vocab_size()) - logits);
+        ctx.set_read_log(&logs[static_cast<size_t>(i)]);
+        logits = ctx.decode(tok, static_cast<int32_t>(prompt.size()) + i);
+        ctx.set_read_log(nullptr);
+    }
+    return logs;
+}
+
+// Replays the logged reads of the method and dense's whole matrices for the stages where the method
+// listed rows, a token at a time (dense's, then the method's), each mode of read_listed_rows in turn.
+pattern_reads replay_reads(const model& m, const std::vector<std::vector<weight_read>>& logs, int threads) {
+    bool listed[stage_count] = {};
+    for (const auto& log : logs)
+        for (const weight_read& r : log) listed[static_cast<int>(r.at)] |= !r.idx.empty();
+    bool ref[stage_count] = {};  // dense's references
+    for (int st = 0; st < stage_count; ++st) ref[st] = listed[st];
+    if (listed[static_cast<int>(stage::mlp_fused)])
+        ref[static_cast<int>(stage::mlp_in)] = ref[static_cast<int>(stage::down)] = true;
+    std::vector<weight_read> dense;
+    for (const layer_weights& lw : m.layers) {
+        const std::pair<stage, const tensor_view*> mats[] = {{stage::qkv, &lw.wq},      {stage::qkv, &lw.wk},
+                                                             {stage::qkv, &lw.wv},      {stage::o, &lw.wo},
+                                                             {stage::mlp_in, &lw.w_gate}, {stage::mlp_in, &lw.w_up},
+                                                             {stage::down, &lw.w_down}};
+        for (const auto& [st, w] : mats)
+            if (ref[static_cast<int>(st)]) dense.push_back({st, w->data, w->row_bytes(), w->rows, {}});
+    }
+    int64_t max_rows = 0;
+    for (const weight_read& r : dense) max_rows = std::max(max_rows, r.rows);
+    for (const auto& log : logs)
+        for (const weight_read& r : log) max_rows = std::max(max_rows, r.rows);
+    std::vector<int32_t> all(static_cast<size_t>(max_rows));
+    for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int32_t>(i);
+
+    using clock = std::chrono::steady_clock;
+    double t[kernels::k_read_listed_modes][2][stage_count] = {};
+    volatile uint64_t sink = 0;  // keeps the reads observable
+    auto pass = [&](const std::vector<weight_read>& reads, bool method, int mode) {
+        for (const weight_read& r : reads) {
+            const int st = static_cast<int>(r.at);
+            if (method && !listed[st]) continue;
+            // A whole matrix as one stream: runs of up to 64 rows (a power of two dividing the count)
+            // read as one, as a dense gemv streams it (row by row read it 5-10% slower).
+            const bool whole = r.idx.empty();
+            int64_t run = 1;
+            while (whole && run < 64 && r.rows % (2 * run) == 0) run *= 2;
+            const auto t0 = clock::now();
+            sink = sink + kernels::read_listed_rows(r.base, r.row_bytes * run, whole ? all.data() : r.idx.data(),
+                                                    whole ? r.rows / run : static_cast<int64_t>(r.idx.size()), threads,
+                                                    mode);
+            t[mode][method][st] += std::chrono::duration<double>(clock::now() - t0).count();
+        }
+    };
+    for (int mode = 0; mode < kernels::k_read_listed_modes; ++mode)
+        for (const auto& log : logs) {
+            pass(dense, false, mode);
+            pass(log, true, mode);
+        }
+    pattern_reads p;
+    p.tokens = static_cast<int>(logs.size());
+    for (int st = 0; st < stage_count; ++st) {
+        p.dense_s[st] = t[0][0][st];
+        p.method_s[st] = t[0][1][st];
+        for (int mode = 1; mode < kernels::k_read_listed_modes; ++mode) {
+            p.dense_s[st] = std::min(p.dense_s[st], t[mode][0][st]);
+            p.method_s[st] = std::min(p.method_s[st], t[mode][1][st]);
+        }
+    }
+    for (const weight_read& r : dense)
+        p.dense_bytes[static_cast<int>(r.at)] += static_cast<double>(r.bytes()) * p.tokens;
+    for (const auto& log : logs)
+        for (const weight_read& r : log)
+            if (const int st = static_cast<int>(r.at); listed[st]) p.method_bytes[st] += static_cast<double>(r.bytes());
+    return p;
+}
+
 // The --stages table: per stage ms/token and GB/s of dense and the method, and what the method's stage
 // would take at dense's GB/s on its bytes (weight stages) or in dense's time (the rest; select and fetch:
-// 0; a fused method's MLP: dense's whole MLP scaled by the bytes). Its "over" column is where a method
-// loses its ideal speed-up.
-void print_stages(const decode_timing& dense, const decode_timing* sparse, const std::string& name, nlohmann::json& j,
-                  bool json) {
+// 0; a fused method's MLP: dense's whole MLP scaled by the bytes), and that ideal at the access pattern
+// of its reads (`pat`). Its "over" column is where a method loses its ideal speed-up. Returns the
+// pattern ideal's total over the ideal's (1 without `pat`).
+double print_stages(const decode_timing& dense, const decode_timing* sparse, const pattern_reads* pat,
+                    const std::string& name, nlohmann::json& j, bool json) {
     const auto ms = [](const decode_timing& t, int s) {
         return t.stages.tokens > 0 ? 1e3 * t.stages.seconds[s] / static_cast<double>(t.stages.tokens) : 0.0;
     };
@@ -149,37 +255,55 @@ void print_stages(const decode_timing& dense, const decode_timing* sparse, const
         std::printf("\n");
         std::printf("  %-10s %9s %7s", "stage", "dense ms", "GB/s");
         if (sparse) std::printf(" %9s %7s %9s %7s", (name + " ms").c_str(), "GB/s", "ideal ms", "over");
+        if (pat) std::printf(" %9s %7s", "at patt.", "over");
         std::printf("\n");
     }
     nlohmann::json rows = nlohmann::json::object();
-    double tot_d = 0, tot_s = 0, tot_i = 0;
+    double tot_d = 0, tot_s = 0, tot_i = 0, tot_p = 0;
     for (int s = 0; s < stage_count; ++s) {
         const double dm = ms(dense, s), sm = sparse ? ms(*sparse, s) : 0.0, im = ideal(s);
+        // Never under the ideal; and a stage that ran faster than the plain read of its rows shows that
+        // read is not its pattern's ceiling: its own time is then.
+        const double slow = pat ? pat->slowdown(s) : 0.0, pm = slow > 0 ? std::max(im, std::min(im * slow, sm)) : im;
         tot_d += dm;
         tot_s += sm;
         tot_i += im;
+        tot_p += pm;
         nlohmann::json row = {{"dense_ms", dm}, {"dense_weight_bytes", dense.stage_bytes[s]}};
         if (sparse) {
             row["method_ms"] = sm;
             row["method_weight_bytes"] = sparse->stage_bytes[s];
             row["ideal_ms"] = im;
         }
+        if (pat) {
+            row["pattern_ms"] = pm;
+            row["pattern_read_slowdown"] = slow > 0 ? slow : 1.0;
+        }
         rows[stage_name(static_cast<stage>(s))] = row;
         if (json || (dm <= 0 && sm <= 0)) continue;
         std::printf("  %-10s %9.3f %7s", stage_name(static_cast<stage>(s)), dm, gbs(dense, s).c_str());
         if (sparse) std::printf(" %9.3f %7s %9.3f %+7.3f", sm, gbs(*sparse, s).c_str(), im, sm - im);
+        if (pat) std::printf(" %9.3f %+7.3f", pm, sm - pm);
         std::printf("\n");
     }
     if (!json) {
         std::printf("  %-10s %9.3f %7s", "total", tot_d, "");
         if (sparse) std::printf(" %9.3f %7s %9.3f %+7.3f", tot_s, "", tot_i, tot_s - tot_i);
+        if (pat) std::printf(" %9.3f %+7.3f", tot_p, tot_s - tot_p);
         std::printf("\n");
         if (sparse)
             std::printf("  ideal: each weight stage at dense's GB/s on the method's bytes, the rest in dense's time, "
                         "selection at dense's MLP GB/s on what it reads (0 for activations only)\n");
+        if (pat)
+            std::printf("  at patt.: on stages where the method lists rows, the ideal times a plain read's time per "
+                        "byte of those rows (%d tokens, best of %d\n    read modes) over that of the whole matrices "
+                        "dense reads; at most the stage's own time, never under the ideal\n",
+                        pat->tokens, kernels::k_read_listed_modes);
     }
     j["stages"] = {{"tokens", dense.stages.tokens}, {"by_stage", rows}, {"dense_first_token_ms", 1e3 * dense.first_token_s}};
     if (sparse) j["stages"]["method_first_token_ms"] = 1e3 * sparse->first_token_s;
+    if (pat) j["stages"]["pattern_tokens"] = pat->tokens;
+    return tot_i > 0 ? tot_p / tot_i : 1.0;
 }
 
 // Weight bytes one decoded token read: every projection scaled by the density the engine reported for
@@ -405,9 +529,20 @@ int run_bench(const bench_opts& o) {
                             *lo, *hi, ideal, 100.0 * measured / ideal,
                             static_cast<double>(mctx->layout_bytes()) / (1 << 20));
             }
-            if (o.stages) print_stages(dense, &sparse, o.method.cfg.name, j, o.json);
+            if (o.stages) {
+                // After the timed repetitions (the log allocates): a few tokens' reads, replayed.
+                const pattern_reads pat = replay_reads(*m, record_reads(*mctx, prompt, std::min(o.gen, 8)), threads);
+                const double scale = print_stages(dense, &sparse, &pat, o.method.cfg.name, j, o.json);
+                const double at_pattern = ideal / scale;
+                j["method"]["pattern_ideal_speedup"] = at_pattern;
+                j["method"]["fraction_of_pattern_ideal"] = measured / at_pattern;
+                if (!o.json)
+                    std::printf("%-10s at the access pattern of its reads the ideal %.2fx becomes %.2fx: measured "
+                                "%.2fx is %.0f%% of it\n",
+                                o.method.cfg.name.c_str(), ideal, at_pattern, measured, 100.0 * measured / at_pattern);
+            }
         } else if (o.stages) {
-            print_stages(dense, nullptr, "", j, o.json);
+            print_stages(dense, nullptr, nullptr, "", j, o.json);
         }
     }
     if (o.json) print_json(j);

@@ -163,6 +163,22 @@ TEST(Cli, BenchStagesJson) {
     EXPECT_EQ(by["logits"]["dense_weight_bytes"], 512.0 * 64 * 4);
     // The ideal of a weight stage scales dense's time by the bytes.
     EXPECT_NEAR(by["mlp_in"]["ideal_ms"].get<double>(), by["mlp_in"]["dense_ms"].get<double>() * dip_in / dense_in, 1e-9);
+    // The ideal at the access pattern (the logged rows of 5 tokens replayed): between the ideal and the
+    // stage's own time where DIP lists rows, the ideal elsewhere; the speed-up it allows is at most the ideal.
+    EXPECT_EQ(st["pattern_tokens"], 5);
+    for (const char* name : {"mlp_in", "down"}) {
+        const double im = by[name]["ideal_ms"], pm = by[name]["pattern_ms"], sm = by[name]["method_ms"];
+        EXPECT_GE(pm, im - 1e-12) << name;
+        EXPECT_LE(pm, std::max(im, sm) + 1e-12) << name;
+        EXPECT_GT(by[name]["pattern_read_slowdown"].get<double>(), 0.0) << name;
+    }
+    EXPECT_EQ(by["qkv"]["pattern_ms"], by["qkv"]["ideal_ms"]);
+    EXPECT_EQ(by["qkv"]["pattern_read_slowdown"], 1.0);
+    const double at_pattern = j["method"]["pattern_ideal_speedup"];
+    EXPECT_GT(at_pattern, 0.0);
+    EXPECT_LE(at_pattern, j["method"]["ideal_speedup"].get<double>() + 1e-12);
+    EXPECT_NEAR(j["method"]["fraction_of_pattern_ideal"].get<double>(),
+                j["method"]["speedup"].get<double>() / at_pattern, 1e-12);
 
     // Pair layouts (gate and up pruning: the projection computed whole, then the other's rows and down
     // columns of the chosen neurons in one fused pass): the whole projection's bytes stay in mlp_in, the
@@ -180,6 +196,9 @@ TEST(Cli, BenchStagesJson) {
         EXPECT_LT(b["mlp_fused"]["method_weight_bytes"].get<double>(), 2.0 * 5 * 172 * 64 * 4);
         EXPECT_EQ(b["down"]["method_ms"].get<double>(), 0.0);
         EXPECT_EQ(b["glu"]["method_ms"].get<double>(), 0.0);
+        // The pairs' rows are replayed against dense's gate/up + down; the whole projection is not.
+        EXPECT_GE(b["mlp_fused"]["pattern_ms"].get<double>(), b["mlp_fused"]["ideal_ms"].get<double>() - 1e-12);
+        EXPECT_EQ(b["mlp_in"]["pattern_ms"], b["mlp_in"]["ideal_ms"]);
     }
 
     const run_result t = run_cli("bench " + q("models/stories260K_f32.bin") + " --gen 3 --prompt-len 4 --reps 1 --stages");
@@ -187,6 +206,12 @@ TEST(Cli, BenchStagesJson) {
     EXPECT_NE(t.out.find("stages     decode ms per token by stage"), std::string::npos) << t.out;
     EXPECT_NE(t.out.find("  attention "), std::string::npos) << t.out;
     EXPECT_EQ(t.out.find("  select "), std::string::npos) << "dense never selects: no row";
+    EXPECT_EQ(t.out.find("at patt."), std::string::npos) << "no method, no pattern";
+    const run_result tm = run_cli("bench " + q("models/stories260K_f32.bin") +
+                                  " --method glu --density 0.9 --gen 3 --prompt-len 4 --reps 1 --stages");
+    ASSERT_EQ(tm.code, 0) << tm.err;
+    EXPECT_NE(tm.out.find("at patt."), std::string::npos) << tm.out;
+    EXPECT_NE(tm.out.find("glu        at the access pattern of its reads the ideal"), std::string::npos) << tm.out;
 }
 
 TEST(Cli, ErrorsAreOneLineWithExitCode2) {
