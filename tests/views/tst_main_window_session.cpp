@@ -31,6 +31,11 @@
 using namespace sl::views;
 namespace fs = std::filesystem;
 
+// Waits for what the engine thread and the session store do: generous, as the ASan build on a 2-core CI
+// runner with ctest -j2 runs many times slower than a release build (a QTRY returns once its condition
+// holds; the default 5 s made this test flake once).
+constexpr int k_wait_ms = 30000;
+
 class TestMainWindowSession : public QObject {
     Q_OBJECT
 
@@ -97,7 +102,7 @@ private slots:
     void startsInTheDefaultSession() {
         openWindow();
         const QString def = QFileInfo(MainWindow::defaultSessionPath()).absoluteFilePath();
-        QTRY_COMPARE_WITH_TIMEOUT(w->sessionPanel()->sessionPath(), def, 5000);
+        QTRY_COMPARE_WITH_TIMEOUT(w->sessionPanel()->sessionPath(), def, k_wait_ms);
         QCOMPARE(w->sessionPath(), def);
         QVERIFY(QFileInfo::exists(def));
         QVERIFY(w->dockOf(w->sessionPanel()) && w->dockOf(w->tradeoffsPanel()));
@@ -112,7 +117,7 @@ private slots:
         m_measure = true;
         SessionPanel* sp = w->sessionPanel();
         sp->newSession();  // the chooser answers m_session
-        QTRY_COMPARE_WITH_TIMEOUT(sp->sessionPath(), m_session, 5000);
+        QTRY_COMPARE_WITH_TIMEOUT(sp->sessionPath(), m_session, k_wait_ms);
         QCOMPARE(w->sessionPath(), m_session);
         QCOMPARE(sp->runs().size(), size_t{0});
 
@@ -141,7 +146,7 @@ private slots:
         QSignalSpy recorded(c(), &EngineController::runRecorded);
         QTest::mouseClick(w->tuningPanel()->saveRunButton(), Qt::LeftButton);
         QVERIFY(recorded.wait(10000));
-        QTRY_COMPARE_WITH_TIMEOUT(sp->runs().size(), size_t{1}, 5000);
+        QTRY_COMPARE_WITH_TIMEOUT(sp->runs().size(), size_t{1}, k_wait_ms);
         const sl::sessions::run_record run = sp->runs().front();
         m_runId = run.id;
         QCOMPARE(recorded.first().at(0).toLongLong(), run.id);
@@ -153,7 +158,7 @@ private slots:
         // The table shows it, selected.
         QCOMPARE(sp->runsProxy()->rowCount(), 1);
         QCOMPARE(sp->runsProxy()->index(0, RunsTableModel::ColMethod).data().toString(), QStringLiteral("dip"));
-        QTRY_COMPARE(sp->selectedRunId().value_or(0), run.id);
+        QTRY_COMPARE_WITH_TIMEOUT(sp->selectedRunId().value_or(0), run.id, k_wait_ms);
 
         QSignalSpy exported(c(), &EngineController::configExported);
         sp->exportSelected();  // the runs table's Export config… (the chooser answers m_config)
@@ -164,7 +169,7 @@ private slots:
         QCOMPARE(loaded->config.method.name, std::string("dip"));
         QCOMPARE(loaded->config.method.density, 0.40f);
         QVERIFY(loaded->config.has_device());
-        QTRY_VERIFY(sp->lastMessage().contains(QStringLiteral("Exported run")));
+        QTRY_VERIFY_WITH_TIMEOUT(sp->lastMessage().contains(QStringLiteral("Exported run")), k_wait_ms);
     }
 
     void reopenedSessionShowsTheRun() {
@@ -173,14 +178,14 @@ private slots:
         w.reset();
         openWindow();  // opens the last session
         SessionPanel* sp = w->sessionPanel();
-        QTRY_COMPARE_WITH_TIMEOUT(sp->sessionPath(), m_session, 5000);
-        QTRY_COMPARE_WITH_TIMEOUT(sp->runs().size(), size_t{1}, 5000);
+        QTRY_COMPARE_WITH_TIMEOUT(sp->sessionPath(), m_session, k_wait_ms);
+        QTRY_COMPARE_WITH_TIMEOUT(sp->runs().size(), size_t{1}, k_wait_ms);
         QCOMPARE(sp->runs().front().id, m_runId);
         QCOMPARE(sp->runsProxy()->rowCount(), 1);
 
         TradeoffsPanel* t = w->tradeoffsPanel();
         w->dockOf(t)->raise();
-        QTRY_VERIFY_WITH_TIMEOUT(t->scatterOf("dip") && t->scatterOf("dip")->count() == 1, 5000);
+        QTRY_VERIFY_WITH_TIMEOUT(t->scatterOf("dip") && t->scatterOf("dip")->count() == 1, k_wait_ms);
         QPointF at;
         QVERIFY(t->valueOfRun(m_runId, &at));
         QTest::qWait(100);  // the chart lays out once shown
@@ -191,9 +196,9 @@ private slots:
         w->tuningPanel()->setMethodConfig(dense);
         QCOMPARE(w->tuningPanel()->methodCombo()->currentText(), QStringLiteral("dense"));
         clickChart(t->scatterOf("dip"), at);
-        QTRY_COMPARE(w->tuningPanel()->methodCombo()->currentText(), QStringLiteral("dip"));
+        QTRY_COMPARE_WITH_TIMEOUT(w->tuningPanel()->methodCombo()->currentText(), QStringLiteral("dip"), k_wait_ms);
         QCOMPARE(w->tuningPanel()->densitySlider()->value(), 40);
-        QTRY_COMPARE(sp->selectedRunId().value_or(0), m_runId);
+        QTRY_COMPARE_WITH_TIMEOUT(sp->selectedRunId().value_or(0), m_runId, k_wait_ms);
     }
 
     void importRestoresMethodAndDevice() {
@@ -235,7 +240,7 @@ private slots:
         QTRY_VERIFY_WITH_TIMEOUT(!finished.isEmpty() && finished.last().at(0).toString() == QLatin1String("sweep"), 20000);
         QVERIFY2(finished.last().at(1).toBool(), qPrintable(finished.last().at(2).toString()));
         QVERIFY(!progress.isEmpty());
-        QTRY_COMPARE(sp->runs().size(), before + 3);  // dense + two densities
+        QTRY_COMPARE_WITH_TIMEOUT(sp->runs().size(), before + 3, k_wait_ms);  // dense + two densities
         QVERIFY(!sp->progressBar(QStringLiteral("sweep"))->isVisible());
 
         // A tune: recorded as a sweep of its own, one recommendation per budget (0: only dense meets it,
@@ -247,9 +252,10 @@ private slots:
         QVERIFY(tuned.wait(30000));
         const auto ids = tuned.first().at(0).value<QList<qint64>>();
         QCOMPARE(ids.size(), 2);
-        QTRY_VERIFY(!finished.isEmpty() && finished.last().at(0).toString() == QLatin1String("tune"));
+        QTRY_VERIFY_WITH_TIMEOUT(
+            !finished.isEmpty() && finished.last().at(0).toString() == QLatin1String("tune"), k_wait_ms);
         QVERIFY2(finished.last().at(1).toBool(), qPrintable(finished.last().at(2).toString()));
-        QTRY_VERIFY(sp->runs().size() > beforeTune + 3);  // dense + the grid + refinements
+        QTRY_VERIFY_WITH_TIMEOUT(sp->runs().size() > beforeTune + 3, k_wait_ms);  // dense + the grid + refinements
         for (qint64 id : ids)
             if (id != 0) QVERIFY(sp->runsModel()->rowOfId(id) >= 0);
     }
@@ -265,11 +271,12 @@ private slots:
         QPushButton* cancel = sp->cancelButton(QStringLiteral("tune"));
         QVERIFY(cancel->isVisible());
         QTest::mouseClick(cancel, Qt::LeftButton);
-        QTRY_VERIFY_WITH_TIMEOUT(!finished.isEmpty() && finished.last().at(0).toString() == QLatin1String("tune"), 5000);
+        QTRY_VERIFY_WITH_TIMEOUT(
+            !finished.isEmpty() && finished.last().at(0).toString() == QLatin1String("tune"), k_wait_ms);
         QVERIFY(!finished.last().at(1).toBool());
         QVERIFY2(finished.last().at(2).toString().contains(QStringLiteral("cancelled")), qPrintable(finished.last().at(2).toString()));
         QVERIFY(!sp->progressBar(QStringLiteral("tune"))->isVisible());
-        QTRY_VERIFY(sp->runs().size() > before);  // what was evaluated stays recorded
+        QTRY_VERIFY_WITH_TIMEOUT(sp->runs().size() > before, k_wait_ms);  // what was evaluated stays recorded
     }
 
     void importOfAForeignFileIsAMessage() {
@@ -280,7 +287,7 @@ private slots:
         f.close();
         w->sessionPanel()->setFileChooser([junk](SessionPanel::FileRole, const QString&) { return junk; });
         w->sessionPanel()->importConfig();
-        QTRY_VERIFY_WITH_TIMEOUT(w->sessionPanel()->lastMessage().contains(QStringLiteral("junk.json")), 5000);
+        QTRY_VERIFY_WITH_TIMEOUT(w->sessionPanel()->lastMessage().contains(QStringLiteral("junk.json")), k_wait_ms);
         QCOMPARE(w->tuningPanel()->methodCombo()->currentText(), QStringLiteral("dip"));
     }
 
@@ -308,8 +315,8 @@ private slots:
         w.reset();
         openWindow();
         sp = w->sessionPanel();
-        QTRY_COMPARE_WITH_TIMEOUT(sp->sessionPath(), m_session, 5000);
-        QTRY_COMPARE_WITH_TIMEOUT(sp->runs().size(), before + 1, 5000);
+        QTRY_COMPARE_WITH_TIMEOUT(sp->sessionPath(), m_session, k_wait_ms);
+        QTRY_COMPARE_WITH_TIMEOUT(sp->runs().size(), before + 1, k_wait_ms);
         bool found = false;
         for (const auto& r : sp->runs()) found |= r.method == shown->config.name && r.ppl == shown->eval.ppl;
         QVERIFY(found);
