@@ -112,10 +112,10 @@ void stage_weight_bytes(const context& ctx, const stage_times& st, double* out) 
 // The ideal at the access pattern (--stages): a plain read (kernels::read_listed_rows, the best of its
 // modes) of the rows the method's kernels read in a few decoded tokens (context::set_read_log), timed
 // against the same read of the whole row-major matrices dense reads, stage by stage, tokens and modes
-// taking turns. Random rows read slower than a stream on this memory whatever the arithmetic (docs/
-// results.md, stop 33): a weight stage's ideal at its pattern is its ideal scaled by the two reads' times
-// per byte. Only stages where the method listed rows are read (dense's references: the same stage, or
-// gate/up + down for the pair stage); the others keep their ideal.
+// taking turns. Random rows read slower than a stream on this memory whatever the arithmetic
+// (docs/results.md, stops 33 and 34): a weight stage's ideal at its pattern is its ideal scaled by the two
+// reads' times per byte. Only stages where the method listed rows are read (dense's references: the same
+// stage, or gate/up + down for the pair stage); the others keep their ideal.
 struct pattern_reads {
     double method_s[stage_count] = {}, method_bytes[stage_count] = {};
     double dense_s[stage_count] = {}, dense_bytes[stage_count] = {};

@@ -476,36 +476,6 @@ TEST(ThresholdMethods, UpDownPairsEqualTheSeparateKernels) {
     }
 }
 
-// TEAL with its planned input densities replaced: `planned` for every projection it prunes (at or above
-// every layout's break-even: none gets an input-major layout; < 0: unknown, all get one).
-class replanned final : public sl::sparsity_method {
-public:
-    replanned(sl::sparsity_method& inner, float planned) : m_in(inner), m_planned(planned) {}
-    std::string name() const override { return m_in.name(); }
-    sl::method_traits traits() const override { return m_in.traits(); }
-    void select_attn_inputs(const sl::token_info& t, std::span<const float> x, sl::layer_masks& m) override {
-        m_in.select_attn_inputs(t, x, m);
-    }
-    void select_o_input(const sl::token_info& t, std::span<const float> x, sl::layer_masks& m) override {
-        m_in.select_o_input(t, x, m);
-    }
-    void select_mlp_inputs(const sl::token_info& t, std::span<const float> x, sl::layer_masks& m) override {
-        m_in.select_mlp_inputs(t, x, m);
-    }
-    void select_down(const sl::token_info& t, std::span<const float> glu, sl::layer_masks& m) override {
-        m_in.select_down(t, glu, m);
-    }
-    float planned_input_density(int32_t, sl::proj) const override { return m_planned; }
-
-private:
-    sl::sparsity_method& m_in;
-    float m_planned;
-};
-
-// A projection planned at or above its layout's break-even keeps its row-major matrix and runs the dense
-// gemv on x with the pruned inputs zeroed: the same masked products as the input-sparse kernels on the
-// layouts (F32: only the order of the sums differs), no layout bytes, and the engine reports every
-// weight of it read while the masks' density stays the method's.
 // The read log (`bench --stages` replays it as plain reads) lists exactly the bytes the read densities
 // count, stage by stage, with each listed row inside its matrix: input-sparse layouts (DIP, TEAL with
 // its attention inputs), input-sparse down after whole gate/up (GLU pruning: at 90% MLP density 70% of
@@ -555,6 +525,36 @@ TEST(ThresholdMethods, ReadLogMatchesTheReadDensities) {
     }
 }
 
+// TEAL with its planned input densities replaced: `planned` for every projection it prunes (at or above
+// every layout's break-even: none gets an input-major layout; < 0: unknown, all get one).
+class replanned final : public sl::sparsity_method {
+public:
+    replanned(sl::sparsity_method& inner, float planned) : m_in(inner), m_planned(planned) {}
+    std::string name() const override { return m_in.name(); }
+    sl::method_traits traits() const override { return m_in.traits(); }
+    void select_attn_inputs(const sl::token_info& t, std::span<const float> x, sl::layer_masks& m) override {
+        m_in.select_attn_inputs(t, x, m);
+    }
+    void select_o_input(const sl::token_info& t, std::span<const float> x, sl::layer_masks& m) override {
+        m_in.select_o_input(t, x, m);
+    }
+    void select_mlp_inputs(const sl::token_info& t, std::span<const float> x, sl::layer_masks& m) override {
+        m_in.select_mlp_inputs(t, x, m);
+    }
+    void select_down(const sl::token_info& t, std::span<const float> glu, sl::layer_masks& m) override {
+        m_in.select_down(t, glu, m);
+    }
+    float planned_input_density(int32_t, sl::proj) const override { return m_planned; }
+
+private:
+    sl::sparsity_method& m_in;
+    float m_planned;
+};
+
+// A projection planned at or above its layout's break-even keeps its row-major matrix and runs the dense
+// gemv on x with the pruned inputs zeroed: the same masked products as the input-sparse kernels on the
+// layouts (F32: only the order of the sums differs), no layout bytes, and the engine reports every
+// weight of it read while the masks' density stays the method's.
 TEST(ThresholdMethods, PlannedDenseProjectionsRunRowMajorOnTheMaskedInput) {
     auto teal = make("teal", 0.5f);
     ASSERT_TRUE(teal);
