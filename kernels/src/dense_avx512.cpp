@@ -103,7 +103,12 @@ uint64_t group_sum(const uint8_t* const* rows, int n, int64_t lines, const uint8
         if (i < n) a0 = _mm512_add_epi64(a0, _mm512_loadu_si512(rows[i] + o));
         for (int j = 0; j < n_next; ++j) _mm_prefetch(reinterpret_cast<const char*>(next[j] + o), _MM_HINT_T1);
     }
-    return static_cast<uint64_t>(_mm512_reduce_add_epi64(_mm512_add_epi64(a0, a1)));
+    // Not _mm512_reduce_add_epi64: GCC's header sums signed lanes in C, which wrap here (UBSan).
+    alignas(64) uint64_t w[8];
+    _mm512_store_si512(w, _mm512_add_epi64(a0, a1));
+    uint64_t sum = 0;
+    for (uint64_t v : w) sum += v;
+    return sum;
 }
 
 }  // namespace
