@@ -17,6 +17,7 @@
 #include "cli_methods.h"
 #include "sparselens/core/context.h"
 #include "sparselens/core/model_stats.h"
+#include "sparselens/core/sampler.h"
 #include "sparselens/kernels/kernels.h"
 #include "sparselens/kernels/membw.h"
 
@@ -132,12 +133,17 @@ struct pattern_reads {
     }
 };
 
+// The next token of a greedy decode from ctx's logits.
+int32_t greedy_token(const context& ctx, const float* logits) {
+    return sampler::argmax({logits, static_cast<size_t>(ctx.vocab_size())});
+}
+
 // The weight reads of `tokens` decoded tokens of ctx (a method attached) after the prompt, one log each.
 std::vector<std::vector<weight_read>> record_reads(context& ctx, const std::vector<int32_t>& prompt, int tokens) {
     std::vector<std::vector<weight_read>> logs(static_cast<size_t>(tokens));
     const float* logits = ctx.prefill(prompt, 0);
     for (int i = 0; i < tokens; ++i) {
-        const auto tok = static_cast<int32_t>(std::max_element(logits, logits + ctx.vocab_size()) - logits);
+        const int32_t tok = greedy_token(ctx, logits);
         ctx.set_read_log(&logs[static_cast<size_t>(i)]);
         logits = ctx.decode(tok, static_cast<int32_t>(prompt.size()) + i);
         ctx.set_read_log(nullptr);
@@ -334,15 +340,12 @@ void time_rep(std::span<context* const> ctxs, const std::vector<int32_t>& prompt
     const size_t n = ctxs.size();
     std::vector<int32_t> tok(n);
     std::vector<std::vector<double>> rep(n);
-    const auto argmax = [](const context& c, const float* logits) {
-        return static_cast<int32_t>(std::max_element(logits, logits + c.vocab_size()) - logits);
-    };
     for (size_t c = 0; c < n; ++c) {
         const auto t0 = clock::now();
         const float* logits = ctxs[c]->prefill(prompt, 0);
         out[c]->prefill_tps.push_back(o.prompt_len / std::chrono::duration<double>(clock::now() - t0).count());
         ctxs[c]->reset_density();
-        tok[c] = argmax(*ctxs[c], logits);
+        tok[c] = greedy_token(*ctxs[c], logits);
     }
     for (int32_t i = 0; i < o.gen; ++i) {
         for (size_t c = 0; c < n; ++c) {
@@ -352,7 +355,7 @@ void time_rep(std::span<context* const> ctxs, const std::vector<int32_t>& prompt
             const auto t1 = clock::now();
             const float* logits = ctxs[c]->decode(tok[c], o.prompt_len + i);
             rep[c].push_back(std::chrono::duration<double>(clock::now() - t1).count());
-            tok[c] = argmax(*ctxs[c], logits);
+            tok[c] = greedy_token(*ctxs[c], logits);
         }
     }
     for (size_t c = 0; c < n; ++c) {

@@ -97,7 +97,7 @@ struct kernel_table {
     // Bit-identical to it for finite x.
     quantize_act_fn quantize_act_q8k = nullptr;
     stream_sum_fn stream_sum[2] = {};
-    group_sum_fn group_sum = nullptr;  // null (scalar): read_listed_rows' portable loop
+    group_sum_fn group_sum = nullptr;
 };
 
 // Tables filled by the per-ISA translation units (AVX tables only ever used after a CPUID check).

@@ -183,6 +183,22 @@ float stream_sum(const float* p, int64_t n) {
     return s;
 }
 
+// kernel_table::group_sum, portable: each line as eight 8-byte words.
+uint64_t group_sum(const uint8_t* const* rows, int n, int64_t lines, const uint8_t* const* next, int n_next) {
+    uint64_t acc[8] = {};
+    for (int64_t o = 0; o < lines * 64; o += 64) {
+        for (int i = 0; i < n; ++i) {
+            uint64_t w[8];
+            std::memcpy(w, rows[i] + o, 64);
+            for (int k = 0; k < 8; ++k) acc[k] += w[k];
+        }
+        for (int i = 0; i < n_next; ++i) __builtin_prefetch(next[i] + o, 0, 2);  // 2: into L2
+    }
+    uint64_t s = 0;
+    for (uint64_t a : acc) s += a;
+    return s;
+}
+
 }  // namespace
 
 // Dequantizers shared by every table: exact conversions, so all ISAs agree bit for bit.
@@ -207,6 +223,7 @@ const kernel_table& scalar_table() {
         k.dequant[static_cast<int>(dtype::q6_0x8)] = dequant_q6_0x8;
         k.quantize_act = quantize_act_q8;
         k.stream_sum[0] = k.stream_sum[1] = stream_sum;
+        k.group_sum = group_sum;
         return k;
     }();
     return t;

@@ -90,47 +90,32 @@ uint64_t read_listed_rows(const void* base, int64_t row_bytes, const int32_t* id
         u64x2 a0 = {0, 0}, a1 = a0;
         uint64_t tail = 0;
         float fsum = 0.0f;
-        u64x2 a2 = a0, a3 = a0;
+        // Row p's bytes from `from` on: whole 32-byte groups as words, then single bytes.
+        const auto add_words = [&](const uint8_t* p, int64_t from) {
+            int64_t o = from;
+            for (; o + 32 <= row_bytes; o += 32) {
+                u64x2 w0, w1;
+                std::memcpy(&w0, p + o, 16);
+                std::memcpy(&w1, p + o + 16, 16);
+                a0 += w0;
+                a1 += w1;
+            }
+            for (; o < row_bytes; ++o) tail += p[o];
+        };
         constexpr int64_t max_group = input_sparse_chunk_channels(0);  // the longer group (short rows)
         const uint8_t* cur[max_group];
         const uint8_t* next[max_group];
         for (int64_t g = k0; mode == 3 && g < k1; g += group) {
-            // One line of each row of the group per step, and the same line of the next group's rows
-            // into L2; then the rows' bytes past their whole lines.
+            // One line of each row of the group per step (the ISA's widest loads), and the same line of the
+            // next group's rows into L2; then the rows' bytes past their whole lines.
             const int nc = static_cast<int>(std::min(group, k1 - g));
             const int nn = static_cast<int>(std::clamp<int64_t>(k1 - g - nc, 0, group));
             for (int i = 0; i < nc; ++i) cur[i] = b + idx[g + i] * row_bytes;
             for (int i = 0; i < nn; ++i) next[i] = b + idx[g + nc + i] * row_bytes;
-            const int64_t o = row_bytes / 64 * 64;
-            if (gsum) tail += gsum(cur, nc, o / 64, next, nn);  // the ISA's widest loads
-            for (int64_t l = 0; !gsum && l < o; l += 64) {
-                for (int i = 0; i < nc; ++i) {
-                    u64x2 w0, w1, w2, w3;
-                    std::memcpy(&w0, cur[i] + l, 16);
-                    std::memcpy(&w1, cur[i] + l + 16, 16);
-                    std::memcpy(&w2, cur[i] + l + 32, 16);
-                    std::memcpy(&w3, cur[i] + l + 48, 16);
-                    a0 += w0;
-                    a1 += w1;
-                    a2 += w2;
-                    a3 += w3;
-                }
-                for (int i = 0; i < nn; ++i) __builtin_prefetch(next[i] + l, 0, 2);
-            }
-            for (int i = 0; i < nc; ++i) {  // as the loop below: a whole 32-byte group as words, then bytes
-                int64_t r = o;
-                for (; r + 32 <= row_bytes; r += 32) {
-                    u64x2 w0, w1;
-                    std::memcpy(&w0, cur[i] + r, 16);
-                    std::memcpy(&w1, cur[i] + r + 16, 16);
-                    a0 += w0;
-                    a1 += w1;
-                }
-                for (; r < row_bytes; ++r) tail += cur[i][r];
-            }
+            const int64_t lines = row_bytes / 64;
+            tail += gsum(cur, nc, lines, next, nn);
+            for (int i = 0; i < nc; ++i) add_words(cur[i], 64 * lines);
         }
-        a0 += a2;
-        a1 += a3;
         for (int64_t k = mode == 3 ? k1 : k0; k < k1; ++k) {
             if (mode == 1 && k + ahead < k1) {
                 const uint8_t* q = b + idx[k + ahead] * row_bytes;
@@ -141,15 +126,7 @@ uint64_t read_listed_rows(const void* base, int64_t row_bytes, const int32_t* id
                 fsum += sum(reinterpret_cast<const float*>(p), row_bytes / 4);
                 continue;
             }
-            int64_t o = 0;
-            for (; o + 32 <= row_bytes; o += 32) {
-                u64x2 w0, w1;
-                std::memcpy(&w0, p + o, 16);
-                std::memcpy(&w1, p + o + 16, 16);
-                a0 += w0;
-                a1 += w1;
-            }
-            for (; o < row_bytes; ++o) tail += p[o];
+            add_words(p, 0);
         }
         const u64x2 a = a0 + a1;
         uint32_t fbits;
