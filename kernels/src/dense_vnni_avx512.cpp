@@ -35,7 +35,7 @@ void add_vnni_dots_avx512(sparse_table& k) {
     k.dots[static_cast<int>(dtype::q8_0)] =
         gather_dots<q8_act, quant_rows<1, q8_block, pf_l2>, quant_rows<1, q8_block, pf_none>>;
     k.dots[static_cast<int>(dtype::q4_0)] =
-        gather_dots<q8_act, quant_rows<1, q4_block, pf_l2>, quant_rows<1, q4_block, pf_none>>;
+        quant_gather_dots<q4_block>;
     k.dots[static_cast<int>(dtype::q4_k)] = gather_dots<q8_act, row_dot<q4k, pf_l2>, row_dot<q4k, pf_none>>;
     k.dots[static_cast<int>(dtype::q6_k)] = gather_dots<q8_act, row_dot<q6k, pf_l2>, row_dot<q6k, pf_none>>;
 }

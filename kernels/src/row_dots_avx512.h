@@ -13,6 +13,7 @@
 
 #include <array>
 #include <cstring>
+#include <vector>
 
 #include "dense_internal.h"
 
@@ -128,6 +129,7 @@ inline __m512 pair_scale(float a, float b) {
 struct q8_block {
     static constexpr int64_t bytes = sizeof(block_q8_0);
     static constexpr bool offset = false;
+    static constexpr bool arranges_x = false;  // arrange_x is the identity
     // fp16 scales of the 8 blocks at p (272 bytes) as f32: two word permutes instead of 8 loads
     // (words 0, 17, 34, 51 of [p, p + 128) and of [p + 136, p + 264)).
     static __m256 scales8(const uint8_t* p) {
@@ -183,6 +185,7 @@ constexpr std::array<uint8_t, 64> k_q4_gather_idx = [] {
 struct q4_block {
     static constexpr int64_t bytes = sizeof(block_q4_0);
     static constexpr bool offset = true;  // stored nibble n means n - 8
+    static constexpr bool arranges_x = true;
     // fp16 scales of the 8 blocks at p (144 bytes; all 8 lie in the first 128: words 0, 9, ..., 63) as f32.
     static __m256 scales8(const uint8_t* p) {
         const __m512i idx =
@@ -279,7 +282,8 @@ inline float one_scaled(const uint8_t* p, __m256i xq, const q8_act* xa, int64_t 
 // with the activation scales in one multiply, and each block pair takes its lanes by a permute.
 // Leftover pairs and an odd last block use the per-block path. Two accumulators per row.
 // R, Prefetch and pf as for dot_rows.
-template <int R, typename B, int Prefetch>
+// Arranged: xa->qs is already in arrange_x's order per whole step of 8 blocks (arranged_act below).
+template <int R, typename B, int Prefetch, bool Arranged = false>
 [[gnu::always_inline]] inline void quant_rows(const uint8_t* w, int64_t rb, int64_t cols, const q8_act* xa, float* y, const uint8_t* pf) {
     __m512 acc[R][2];
     __m256 corr_v[R];
@@ -300,7 +304,7 @@ template <int R, typename B, int Prefetch>
         __m512i xq[4];
         SL_UNROLL
         for (int k = 0; k < 4; ++k) xq[k] = _mm512_loadu_si512(xa->qs + (b + 2 * k) * 32);
-        B::arrange_x(xq);
+        if constexpr (!Arranged) B::arrange_x(xq);
         const __m256 dx = _mm256_loadu_ps(xa->d + b);
         SL_UNROLL
         for (int i = 0; i < R; ++i) {
@@ -328,6 +332,29 @@ template <int R, typename B, int Prefetch>
     }
 }
 
+// x's quants with arrange_x applied to every whole step of 8 blocks (the rest copied as they are), in a
+// grow-only thread_local buffer: `out` then serves quant_rows<..., true>, whose leftover blocks read the
+// same offsets as before. For Q4_0 arrange_x is two cross-lane permutes per 64 activation bytes, done per
+// row and step; a call's rows share one arrangement instead (a 4096-element x: 32 permutes once, against 32
+// for each of the 144-byte x 16 steps of every row). Same integer lanes: the bits do not change.
+template <typename B>
+const q8_act* arranged_act(const q8_act* xa, int64_t cols, q8_act& out) {
+    thread_local std::vector<int8_t> buf;
+    if (buf.size() < static_cast<size_t>(cols)) buf.resize(static_cast<size_t>(cols));
+    const int64_t whole = cols / 256 * 256;
+    for (int64_t e = 0; e < whole; e += 256) {
+        __m512i xq[4];
+        SL_UNROLL
+        for (int k = 0; k < 4; ++k) xq[k] = _mm512_loadu_si512(xa->qs + e + 64 * k);
+        B::arrange_x(xq);
+        SL_UNROLL
+        for (int k = 0; k < 4; ++k) _mm512_storeu_si512(buf.data() + e + 64 * k, xq[k]);
+    }
+    std::memcpy(buf.data() + whole, xa->qs + whole, static_cast<size_t>(cols - whole));
+    out = {buf.data(), xa->d, xa->s};
+    return &out;
+}
+
 // The streaming gemv drivers over the row kernels above (rows_fn of dense_internal.h).
 // Software prefetch of the single-row streaming kernels: the hardware prefetcher alone left F16/BF16
 // rows at ~70% of the F32 byte rate (one thread); into L1 4 KiB ahead measured best of 1-8 KiB there.
@@ -347,7 +374,44 @@ void rows_driver(const uint8_t* w, int64_t rb, int64_t n_rows, int64_t cols, con
 template <int R, typename L, int Prefetch>
 constexpr rows_fn rows_float = rows_driver<R, float, dot_rows<R, L, Prefetch>, dot_rows<1, L, pf_l1>, Prefetch>;
 template <int R, typename B, int Prefetch>
-constexpr rows_fn rows_quant = rows_driver<R, q8_act, quant_rows<R, B, Prefetch>, quant_rows<1, B, pf_l1>, Prefetch>;
+void rows_quant_driver(const uint8_t* w, int64_t rb, int64_t n_rows, int64_t cols, const void* xv, float* y) {
+    if constexpr (B::arranges_x) {
+        if (cols >= 256) {  // whole steps to arrange
+            q8_act arranged;
+            rows_driver<R, q8_act, quant_rows<R, B, Prefetch, true>, quant_rows<1, B, pf_l1, true>, Prefetch>(
+                w, rb, n_rows, cols, arranged_act<B>(static_cast<const q8_act*>(xv), cols, arranged), y);
+            return;
+        }
+    }
+    rows_driver<R, q8_act, quant_rows<R, B, Prefetch>, quant_rows<1, B, pf_l1>, Prefetch>(w, rb, n_rows, cols, xv, y);
+}
+template <int R, typename B, int Prefetch>
+constexpr rows_fn rows_quant = rows_quant_driver<R, B, Prefetch>;
+
+// The sparse gathers' dots (dots_fn of sparse_internal.h) over quant_rows: x arranged once per call when
+// the call's rows amortise it (4 and more; a single row would pay for the arrangement it saves).
+template <typename B>
+void quant_gather_dots(const uint8_t* const* rows, const uint8_t* const* pf, int64_t n, int64_t cols, const void* x,
+                       float* y) {
+    const auto run = [&]<bool Arranged>(const q8_act* xa) {
+        for (int64_t k = 0; k < n; ++k) {
+            if (pf && pf[k]) {
+                quant_rows<1, B, pf_l2, Arranged>(rows[k], 0, cols, xa, y + k, pf[k]);
+            } else {
+                quant_rows<1, B, pf_none, Arranged>(rows[k], 0, cols, xa, y + k, nullptr);
+            }
+        }
+    };
+    const auto* xa = static_cast<const q8_act*>(x);
+    if constexpr (B::arranges_x) {
+        if (n >= 4 && cols >= 256) {
+            q8_act arranged;
+            run.template operator()<true>(arranged_act<B>(xa, cols, arranged));
+            return;
+        }
+    }
+    run.template operator()<false>(xa);
+}
 
 // Streaming float rows: into L2 once x (f32) outgrows 16 KiB, as dense_internal.h measured.
 template <typename L>

@@ -177,7 +177,7 @@ const sparse_table& sparse_avx512_table() {
         k.dots[1] = sparse_avx2_table().dots[1];  // the AVX2 F16 rows are the dense ones too (dense_avx512.cpp)
         k.dots[2] = gather_dots<float, dot_rows<1, load_bf16, pf_l2>, dot_rows<1, load_bf16, pf_none>>;
         k.dots[3] = gather_dots<q8_act, quant_rows<1, q8_block, pf_l2>, quant_rows<1, q8_block, pf_none>>;
-        k.dots[4] = gather_dots<q8_act, quant_rows<1, q4_block, pf_l2>, quant_rows<1, q4_block, pf_none>>;
+        k.dots[4] = quant_gather_dots<q4_block>;
         add_unpacked_dots_avx2(k);
         add_kquant_dots_avx512(k);
         add_vnni_dots_avx512(k);  // over the four above where VNNI and VBMI exist
