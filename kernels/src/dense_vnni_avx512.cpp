@@ -36,8 +36,8 @@ void add_vnni_dots_avx512(sparse_table& k) {
         gather_dots<q8_act, quant_rows<1, q8_block, pf_l2>, quant_rows<1, q8_block, pf_none>>;
     k.dots[static_cast<int>(dtype::q4_0)] =
         quant_gather_dots<q4_block>;
-    k.dots[static_cast<int>(dtype::q4_k)] = gather_dots<q8_act, row_dot<q4k, pf_l2>, row_dot<q4k, pf_none>>;
-    k.dots[static_cast<int>(dtype::q6_k)] = gather_dots<q8_act, row_dot<q6k, pf_l2>, row_dot<q6k, pf_none>>;
+    k.dots[static_cast<int>(dtype::q4_k)] = kquant_dots<q4k>;
+    k.dots[static_cast<int>(dtype::q6_k)] = kquant_dots<q6k>;
 }
 
 }  // namespace sl::kernels::detail

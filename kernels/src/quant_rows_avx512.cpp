@@ -15,8 +15,8 @@ void add_kquant_rows_avx512(kernel_table& k) {
 }
 
 void add_kquant_dots_avx512(sparse_table& k) {
-    k.dots[static_cast<int>(dtype::q4_k)] = gather_dots<q8_act, row_dot<q4k, pf_l2>, row_dot<q4k, pf_none>>;
-    k.dots[static_cast<int>(dtype::q6_k)] = gather_dots<q8_act, row_dot<q6k, pf_l2>, row_dot<q6k, pf_none>>;
+    k.dots[static_cast<int>(dtype::q4_k)] = kquant_dots<q4k>;
+    k.dots[static_cast<int>(dtype::q6_k)] = kquant_dots<q6k>;
 }
 
 }  // namespace sl::kernels::detail

@@ -46,6 +46,20 @@ inline __m512i quarter_scale_dwords(__m512i v, int g0, int g1, int g2, int g3) {
 struct q4k {
     static constexpr int64_t bytes = 144;
     static constexpr bool has_min = true;
+    // x's quants arrive arranged (arranged_act): per 128 elements, groups [0 | 2] then [1 | 3] (32 bytes
+    // each), so one 64-byte load of a super-block's nibbles serves two 64-element chunks (low nibbles
+    // against the first zmm, high against the second) instead of two 32-byte broadcasts, each a shuffle.
+    // Every lane still sums 4 products of one group: the same exact integers. L2-resident 4096-column
+    // Q4_K gemv, one thread (Zen 4): 22.4-22.5 -> 24.9-25.1 GB/s (timing run without the arrangement).
+    static constexpr bool arranges_x = true;
+    static void arrange_x(__m512i (&xq)[4]) {
+        SL_UNROLL
+        for (int h = 0; h < 4; h += 2) {
+            const __m512i a = xq[h], b = xq[h + 1];
+            xq[h] = _mm512_shuffle_i64x2(a, b, _MM_SHUFFLE(1, 0, 1, 0));
+            xq[h + 1] = _mm512_shuffle_i64x2(a, b, _MM_SHUFFLE(3, 2, 3, 2));
+        }
+    }
 
     // 16 int32 lanes whose sum over the two halves is the AVX2 kernel's accumulator; m gets the 8 minima.
     static __m512i isum(const uint8_t* blk, const int8_t* xq, uint8_t* m) {
@@ -57,9 +71,14 @@ struct q4k {
                             static_cast<uint64_t>(((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4))
                                 << 32;
         std::memcpy(m, &mn, 8);
-        const __m512i shifts = _mm512_set_epi64(0x0004000400040004LL, 0x0004000400040004LL, 0x0004000400040004LL,
-                                                0x0004000400040004LL, 0, 0, 0, 0);
         const __m512i m4 = _mm512_set1_epi8(0x0f);
+        // Bytes 64p..64p+63 hold chunks 2p (low half) and 2p + 1: the low nibbles are groups 4p and 4p + 2,
+        // the high ones 4p + 1 and 4p + 3, as the arranged x pairs them.
+        const auto nibbles = [&](int p, __m512i& lo, __m512i& hi) {
+            const __m512i v = _mm512_loadu_si512(blk + 16 + 64 * p);
+            lo = _mm512_and_si512(v, m4);
+            hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        };
 #if SL_KQUANT_VNNI
         // Nibbles are unsigned: vpdpbusd takes them as they are (4-element int32 lane sums, |t| <= 7680),
         // and vpdpwssd multiplies each lane by its group scale (low word; the high word of the scale dword
@@ -67,22 +86,26 @@ struct q4k {
         const __m512i sc16 = _mm512_zextsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(sc))));
         __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();  // two chains: dpwssd's latency
         SL_UNROLL
-        for (int c = 0; c < 4; ++c) {
-            const __m512i raw = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * c)));
-            const __m512i nib = _mm512_and_si512(_mm512_srlv_epi16(raw, shifts), m4);
-            const __m512i t = _mm512_dpbusd_epi32(_mm512_setzero_si512(), nib, _mm512_loadu_si512(xq + 64 * c));
-            (c & 1 ? s1 : s0) = _mm512_dpwssd_epi32(c & 1 ? s1 : s0, t, quarter_scale_dwords(sc16, 2 * c, 2 * c, 2 * c + 1, 2 * c + 1));
+        for (int p = 0; p < 2; ++p) {
+            __m512i lo, hi;
+            nibbles(p, lo, hi);
+            const __m512i tl = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, _mm512_loadu_si512(xq + 128 * p));
+            const __m512i th = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi, _mm512_loadu_si512(xq + 128 * p + 64));
+            s0 = _mm512_dpwssd_epi32(s0, tl, quarter_scale_dwords(sc16, 4 * p, 4 * p, 4 * p + 2, 4 * p + 2));
+            s1 = _mm512_dpwssd_epi32(s1, th, quarter_scale_dwords(sc16, 4 * p + 1, 4 * p + 1, 4 * p + 3, 4 * p + 3));
         }
         return _mm512_add_epi32(s0, s1);
 #else
         const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(sc))));
         __m512i s = _mm512_setzero_si512();
         SL_UNROLL
-        for (int c = 0; c < 4; ++c) {
-            const __m512i raw = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * c)));
-            const __m512i nib = _mm512_and_si512(_mm512_srlv_epi16(raw, shifts), m4);
-            const __m512i p16 = _mm512_maddubs_epi16(nib, _mm512_loadu_si512(xq + 64 * c));
-            s = _mm512_add_epi32(s, _mm512_madd_epi16(p16, quarter_words(sc16, 2 * c, 2 * c, 2 * c + 1, 2 * c + 1)));
+        for (int p = 0; p < 2; ++p) {
+            __m512i lo, hi;
+            nibbles(p, lo, hi);
+            const __m512i pl = _mm512_maddubs_epi16(lo, _mm512_loadu_si512(xq + 128 * p));
+            const __m512i ph = _mm512_maddubs_epi16(hi, _mm512_loadu_si512(xq + 128 * p + 64));
+            s = _mm512_add_epi32(s, _mm512_madd_epi16(pl, quarter_words(sc16, 4 * p, 4 * p, 4 * p + 2, 4 * p + 2)));
+            s = _mm512_add_epi32(s, _mm512_madd_epi16(ph, quarter_words(sc16, 4 * p + 1, 4 * p + 1, 4 * p + 3, 4 * p + 3)));
         }
         return s;
 #endif
@@ -96,6 +119,7 @@ struct q4k {
 struct q6k {
     static constexpr int64_t bytes = 210;
     static constexpr bool has_min = false;
+    static constexpr bool arranges_x = false;
 
     static __m512i isum(const uint8_t* blk, const int8_t* xq, uint8_t*) {
         // Word 16 of sc16 is 0 (the VNNI path's zero high word of each scale dword).
@@ -172,10 +196,33 @@ template <typename B, int Prefetch>
     *y = B::has_min ? hsum256(_mm256_add_ps(sum, corr)) : hsum256(sum) + 0.0f;  // + 0.0f: as AVX2 (-0 -> +0)
 }
 
+// x as the row kernels of B take it: arranged once per call where B asks for it (cols is whole super-blocks).
+template <typename B>
+const q8_act* kquant_act(const void* xv, int64_t cols, q8_act& arranged) {
+    const auto* xa = static_cast<const q8_act*>(xv);
+    if constexpr (B::arranges_x) return arranged_act<B>(xa, cols, arranged);
+    return xa;
+}
+
 template <typename B>
 void rows(const uint8_t* w, int64_t rb, int64_t n_rows, int64_t cols, const void* xv, float* y) {
-    const auto* xa = static_cast<const q8_act*>(xv);
+    q8_act arranged;
+    const q8_act* xa = kquant_act<B>(xv, cols, arranged);
     for (int64_t r = 0; r < n_rows; ++r) row_dot<B, pf_l2>(w + r * rb, rb, cols, xa, y + r, ahead<pf_l2>(w + r * rb));
+}
+
+// The sparse gathers' dots over row_dot (dots_fn of sparse_internal.h), x arranged once per call.
+template <typename B>
+void kquant_dots(const uint8_t* const* rows, const uint8_t* const* pf, int64_t n, int64_t cols, const void* x, float* y) {
+    q8_act arranged;
+    const q8_act* xa = kquant_act<B>(x, cols, arranged);
+    for (int64_t k = 0; k < n; ++k) {
+        if (pf && pf[k]) {
+            row_dot<B, pf_l2>(rows[k], 0, cols, xa, y + k, pf[k]);
+        } else {
+            row_dot<B, pf_none>(rows[k], 0, cols, xa, y + k, nullptr);
+        }
+    }
 }
 
 }  // namespace

@@ -332,11 +332,13 @@ template <int R, typename B, int Prefetch, bool Arranged = false>
     }
 }
 
-// x's quants with arrange_x applied to every whole step of 8 blocks (the rest copied as they are), in a
-// grow-only thread_local buffer: `out` then serves quant_rows<..., true>, whose leftover blocks read the
-// same offsets as before. For Q4_0 arrange_x is two cross-lane permutes per 64 activation bytes, done per
-// row and step; a call's rows share one arrangement instead (a 4096-element x: 32 permutes once, against 32
-// for each of the 144-byte x 16 steps of every row). Same integer lanes: the bits do not change.
+// x's quants with B::arrange_x applied to every whole 256 elements (the rest copied as they are), in a
+// grow-only thread_local buffer (valid until the thread's next call): `out` (d and s unchanged) serves the
+// kernels that expect that order, quant_rows<..., true> for Q4_0 (its leftover blocks read the same
+// offsets as before) and the Q4_K super-block dots (quant_rows_avx512.h). Q4_0's arrange_x is two
+// cross-lane permutes per 256 activation bytes; per row and 8-block step it was a third of the row
+// kernel's shuffles, once per call it is noise (a 4096-element x: 32 permutes, against 32 per row before).
+// Same integer lanes, so the bits do not change.
 template <typename B>
 const q8_act* arranged_act(const q8_act* xa, int64_t cols, q8_act& out) {
     thread_local std::vector<int8_t> buf;
