@@ -3,14 +3,18 @@
 # same machine, same threads, in one command. Runs alternate (ours, theirs, ours, ...) so drifting load
 # hits both alike; prints the median of each side and their ratio.
 #
-#   scripts/bench_vs_llamacpp.sh [--threads 2] [--rounds 6] [--prompt 128] [--gen 32] [--json] FILE.gguf...
+#   scripts/bench_vs_llamacpp.sh [--threads 2] [--rounds 6] [--prompt 128] [--gen 32] [--json]
+#                                [--method M [--density 0.5]] FILE.gguf...
 #
+# --method also decodes with that sparsity method (at --density, in the same process as our dense run)
+# and sets its speed beside llama.cpp's dense decode: what sparsity buys over the engine a user would
+# pick instead. FILE.calib (or FILE without .gguf + .calib) beside a file is passed as its calibration.
 # Needs a release build (scripts/test.sh or scripts/run.sh make one) and the peer (.peer/, installed by
 # scripts/test.sh). Never run it while something else compiles: the numbers would be noise.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-threads=2 rounds=6 prompt=128 gen=32 json=0 files=()
+threads=2 rounds=6 prompt=128 gen=32 json=0 method="" density=0.5 files=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --threads) threads="$2"; shift 2 ;;
@@ -18,7 +22,9 @@ while [ $# -gt 0 ]; do
     --prompt) prompt="$2"; shift 2 ;;
     --gen) gen="$2"; shift 2 ;;
     --json) json=1; shift ;;
-    -h|--help) sed -n '2,9p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    --method) method="$2"; shift 2 ;;
+    --density) density="$2"; shift 2 ;;
+    -h|--help) sed -n '2,14p' "${BASH_SOURCE[0]}"; exit 0 ;;
     *) files+=("$1"); shift ;;
   esac
 done
@@ -31,11 +37,20 @@ peer="$SL_ROOT/build/release/tests/peer/sl-llama-peer"
 # (its CPU backend uses OpenMP too, and a user would not set the variable for it).
 unset OMP_WAIT_POLICY
 
-python3 - "$ours" "$peer" "$threads" "$rounds" "$prompt" "$gen" "$json" "${files[@]}" <<'EOF'
-import json, statistics, subprocess, sys
-ours, peer, threads, rounds, prompt, gen, as_json = sys.argv[1:8]
-files = sys.argv[8:]
+python3 - "$ours" "$peer" "$threads" "$rounds" "$prompt" "$gen" "$json" "$method" "$density" "${files[@]}" <<'EOF'
+import json, os, statistics, subprocess, sys
+ours, peer, threads, rounds, prompt, gen, as_json, method, density = sys.argv[1:10]
+files = sys.argv[10:]
 rounds = int(rounds)
+
+def method_args(path):
+    if not method:
+        return []
+    args = ["--method", method, "--density", density]
+    for calib in (path + ".calib", os.path.splitext(path)[0] + ".calib"):
+        if os.path.exists(calib):
+            return args + ["--calib", calib]
+    return args
 
 def run(cmd):
     p = subprocess.run(cmd, capture_output=True, text=True)
@@ -45,11 +60,14 @@ def run(cmd):
 
 rows = []
 for f in files:
-    o_pp, o_tg, t_pp, t_tg, spins = [], [], [], [], []
+    o_pp, o_tg, m_tg, t_pp, t_tg, spins = [], [], [], [], [], []
     for r in range(rounds):
-        o = run([ours, "bench", f, "--threads", threads, "--prompt-len", prompt, "--gen", gen, "--reps", "1", "--json"])
+        o = run([ours, "bench", f, "--threads", threads, "--prompt-len", prompt, "--gen", gen, "--reps", "1", "--json"]
+                + method_args(f))
         t = run([peer, "bench", f, "--threads", threads, "--prompt", prompt, "--gen", gen, "--reps", "1"])
         o_pp.append(o["prefill_tokens_per_second"]); o_tg.append(o["decode_tokens_per_second"])
+        if method:
+            m_tg.append(o["method"]["decode_tokens_per_second"])
         spins.append(o.get("gomp_spincount", "?"))
         t_pp.append(t["prefill_tok_s"]); t_tg.append(t["decode_tok_s"])
     med = statistics.median
@@ -57,6 +75,9 @@ for f in files:
                  "ours_decode": med(o_tg), "llamacpp_decode": med(t_tg), "decode_ratio": med(o_tg) / med(t_tg),
                  "ours_prefill": med(o_pp), "llamacpp_prefill": med(t_pp), "prefill_ratio": med(o_pp) / med(t_pp),
                  "ours_decode_all": o_tg, "llamacpp_decode_all": t_tg, "ours_spin_counts": spins})
+    if method:
+        rows[-1].update({"method": method, "density": float(density), "method_decode": med(m_tg),
+                         "method_decode_ratio": med(m_tg) / med(t_tg), "method_decode_all": m_tg})
 if as_json == "1":
     print(json.dumps(rows, indent=1))
 else:
@@ -65,6 +86,13 @@ else:
         name = r["file"].rsplit("/", 1)[-1]
         print(f"{name:40s} {r['ours_decode']:18.2f} {r['llamacpp_decode']:10.2f} {r['decode_ratio']:6.2f}   "
               f"{r['ours_prefill']:18.1f} {r['llamacpp_prefill']:10.1f} {r['prefill_ratio']:6.2f}")
+    if method:
+        print()
+        label = f"{method} at {float(density):g}"
+        print(f"{'file':40s} {'decode tok/s ' + label:>24s} {'llama.cpp dense':>16s} {'ratio':>6s}")
+        for r in rows:
+            name = r["file"].rsplit("/", 1)[-1]
+            print(f"{name:40s} {r['method_decode']:24.2f} {r['llamacpp_decode']:16.2f} {r['method_decode_ratio']:6.2f}")
     print(f"medians of {rounds} alternating rounds, {threads} threads")
     counts = sorted({s for r in rows for s in r["ours_spin_counts"]})
     print(f"ours: OMP_WAIT_POLICY=passive, GOMP_SPINCOUNT {', '.join(counts)} (10000 when the CPUs were idle at start; "
