@@ -18,6 +18,7 @@
 #include "sparselens/core/context.h"
 #include "sparselens/core/model_stats.h"
 #include "sparselens/core/sampler.h"
+#include "sparselens/core/stage_ideal.h"
 #include "sparselens/kernels/kernels.h"
 #include "sparselens/kernels/membw.h"
 
@@ -66,49 +67,6 @@ struct decode_timing {
     double first_token_s = 0.0;    // mean time of each repetition's first decoded token
     double stage_bytes[stage_count] = {};  // weight bytes per token each stage read
 };
-
-// f(p, bytes) for every layer's projection p: its weight bytes scaled by the mean density the engine
-// reported for it since the last reset (1 without a method).
-template <class F>
-void for_each_projection_read(const context& ctx, F&& f) {
-    const model& m = ctx.get_model();
-    const double tokens = static_cast<double>(ctx.density_tokens());
-    for (size_t l = 0; l < m.layers.size(); ++l) {
-        const layer_weights& lw = m.layers[l];
-        const tensor_view* views[proj_count] = {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down};
-        for (int p = 0; p < proj_count; ++p) {
-            const double d = tokens > 0 && ctx.method() ? ctx.read_density_sum()[l].d[p] / tokens : 1.0;
-            f(p, d * static_cast<double>(views[p]->bytes()));
-        }
-    }
-}
-
-// Weight bytes per token each stage read, from the densities the engine reported (all 1 when dense):
-// q/k/v, o, gate/up and down. A fused method's (GRIFFIN, SparseLLM) MLP bytes go to the fused stage;
-// when the rest of the MLP ran over pair layouts after one whole projection (CATS, CHESS, gate/up
-// pruning), that projection stays in mlp_in and the pairs' projections go there. Mixed tokens (fused
-// and unfused MLPs among the timed ones) leave the stages concerned without a byte count.
-void stage_weight_bytes(const context& ctx, const stage_times& st, double* out) {
-    const bool whole = ctx.method() && ctx.method()->traits().fused;
-    const bool up_first = ctx.method() && ctx.method()->traits().up_first;
-    const bool fused = st.at(stage::mlp_fused) > 0;
-    const bool mixed = fused && (st.at(stage::down) > 0 || (whole && st.at(stage::mlp_in) > 0));
-    for_each_projection_read(ctx, [&](int p, double bytes) {
-        stage s = stage::qkv;
-        if (p == static_cast<int>(proj::o)) {
-            s = stage::o;
-        } else if (p >= static_cast<int>(proj::gate)) {
-            const bool first = p == static_cast<int>(up_first ? proj::up : proj::gate);  // computed whole
-            if (mixed && (whole || !first)) return;
-            s = fused && (whole || !first) ? stage::mlp_fused
-                : p == static_cast<int>(proj::down) ? stage::down
-                                                    : stage::mlp_in;
-        }
-        out[static_cast<int>(s)] += bytes;
-    });
-    out[static_cast<int>(stage::logits)] = static_cast<double>(ctx.get_model().output.bytes());
-    if (ctx.method()) out[static_cast<int>(stage::select)] = static_cast<double>(ctx.method()->selection_bytes_per_token());
-}
 
 // The ideal at the access pattern (--stages): a plain read (kernels::read_listed_rows, the best of its
 // modes) of the rows the method's kernels read in a few decoded tokens (context::set_read_log), timed
@@ -236,22 +194,8 @@ double print_stages(const decode_timing& dense, const decode_timing* sparse, con
         std::snprintf(b, sizeof b, "%.1f", t.stage_bytes[s] / (v * 1e-3) / 1e9);
         return b;
     };
-    const int mlp_in = static_cast<int>(stage::mlp_in), glu = static_cast<int>(stage::glu),
-              down = static_cast<int>(stage::down), fused = static_cast<int>(stage::mlp_fused);
-    const bool is_fused = sparse && sparse->stage_bytes[fused] > 0;
-    const double mlp_bytes = dense.stage_bytes[mlp_in] + dense.stage_bytes[down];
-    // Dense's MLP ms per byte read (with its GLU for a fused stage, which includes the GLU).
-    const auto mlp_rate = [&](bool with_glu) {
-        return mlp_bytes > 0 ? (ms(dense, mlp_in) + ms(dense, down) + (with_glu ? ms(dense, glu) : 0.0)) / mlp_bytes : 0.0;
-    };
-    const auto ideal = [&](int s) {
-        const stage st = static_cast<stage>(s);
-        if (!sparse || st == stage::fetch) return 0.0;
-        if (st == stage::select) return mlp_rate(false) * sparse->stage_bytes[s];  // what it reads, if anything
-        if (st == stage::mlp_fused) return mlp_rate(true) * sparse->stage_bytes[fused];
-        if (is_fused && st == stage::glu) return 0.0;  // inside the fused kernel (mlp_in, down: their bytes)
-        return dense.stage_bytes[s] > 0 ? ms(dense, s) * sparse->stage_bytes[s] / dense.stage_bytes[s] : ms(dense, s);
-    };
+    double ideal_ms[stage_count] = {};
+    if (sparse) stage_ideal_ms(dense.stages, dense.stage_bytes, sparse->stage_bytes, ideal_ms);
     if (!json) {
         std::printf("stages     decode ms per token by stage, means over %lld tokens (each repetition's tokens after its "
                     "first; a token's stages add up to its forward pass)\n",
@@ -267,7 +211,7 @@ double print_stages(const decode_timing& dense, const decode_timing* sparse, con
     nlohmann::json rows = nlohmann::json::object();
     double tot_d = 0, tot_s = 0, tot_i = 0, tot_p = 0;
     for (int s = 0; s < stage_count; ++s) {
-        const double dm = ms(dense, s), sm = sparse ? ms(*sparse, s) : 0.0, im = ideal(s);
+        const double dm = ms(dense, s), sm = sparse ? ms(*sparse, s) : 0.0, im = ideal_ms[s];
         // Never under the ideal; and a stage that ran faster than the plain read of its rows shows that
         // read is not its pattern's ceiling: its own time is then.
         const double slow = pat ? pat->slowdown(s) : 0.0, pm = slow > 0 ? std::max(im, std::min(im * slow, sm)) : im;
@@ -310,17 +254,6 @@ double print_stages(const decode_timing& dense, const decode_timing* sparse, con
     if (sparse) j["stages"]["method_first_token_ms"] = 1e3 * sparse->first_token_s;
     if (pat) j["stages"]["pattern_tokens"] = pat->tokens;
     return tot_i > 0 ? tot_p / tot_i : 1.0;
-}
-
-// Weight bytes one decoded token read: every projection scaled by the density the engine reported for
-// it (all 1 without a method), plus the classifier, one embedding row and what the method's selection
-// reads (SparseLLM's predictor).
-double read_bytes_per_token(const context& ctx) {
-    const model& m = ctx.get_model();
-    double bytes = static_cast<double>(m.output.bytes() + m.tok_embd.row_bytes());
-    if (ctx.method()) bytes += static_cast<double>(ctx.method()->selection_bytes_per_token());
-    for_each_projection_read(ctx, [&](int, double b) { bytes += b; });
-    return bytes;
 }
 
 // What the repetitions of one context measured (time_rep appends, summarize reduces).

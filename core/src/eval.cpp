@@ -8,6 +8,7 @@
 
 #include "methods_internal.h"
 #include "sparselens/core/perplexity.h"
+#include "sparselens/core/stage_ideal.h"
 
 namespace sl {
 
@@ -152,10 +153,15 @@ result<eval_result> eval_method(context& ctx, const dense_reference& ref, sparsi
     r.dense_decode_tokens_per_second = ref.decode_tokens_per_second;
     r.stages = stages;
     r.dense_stages = ref.stages;
+    stage_bytes_input dense_in;
+    dense_in.m = &ctx.get_model();
+    stage_weight_bytes(dense_in, ref.stages, r.dense_stage_bytes);
+    stage_weight_bytes(ctx, stages, r.stage_bytes);
     if (method.name() == "dense") {
         // The same computation as the reference: one measurement, shown as the baseline it is.
         r.decode_tokens_per_second = ref.decode_tokens_per_second;
         r.stages = ref.stages;
+        std::copy(std::begin(r.dense_stage_bytes), std::end(r.dense_stage_bytes), r.stage_bytes);
         ratios.assign(1, 1.0);
     }
     if (!ratios.empty()) {

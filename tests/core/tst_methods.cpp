@@ -9,6 +9,7 @@
 #include "sparselens/core/model.h"
 #include "sparselens/core/tokenizer.h"
 #include "sparselens/core/model_stats.h"
+#include "sparselens/core/stage_ideal.h"
 #include "stories_fixture.h"
 
 namespace {
@@ -132,6 +133,35 @@ TEST(Methods, TopKMethodsHitTheirDensityExactly) {
     EXPECT_EQ(r->dense_stages.total(), ref->stages.total());
     EXPECT_EQ(ref->stages.at(sl::stage::select), 0.0);
     EXPECT_GT(r->stages.at(sl::stage::select), 0.0);
+
+    // Stage bytes: dense reads every weight; DIP reads its densities' share of gate/up and down (its
+    // input-major layouts) and the rest whole; its selection reads activations only.
+    double qkv = 0, o = 0, mlp_in = 0, down = 0;
+    for (const sl::layer_weights& lw : fx().m.layers) {
+        qkv += double(lw.wq.bytes() + lw.wk.bytes() + lw.wv.bytes());
+        o += double(lw.wo.bytes());
+        mlp_in += double(lw.w_gate.bytes() + lw.w_up.bytes());
+        down += double(lw.w_down.bytes());
+    }
+    const auto at = [](const double* b, sl::stage s) { return b[int(s)]; };
+    EXPECT_DOUBLE_EQ(at(r->dense_stage_bytes, sl::stage::qkv), qkv);
+    EXPECT_DOUBLE_EQ(at(r->dense_stage_bytes, sl::stage::mlp_in), mlp_in);
+    EXPECT_DOUBLE_EQ(at(r->dense_stage_bytes, sl::stage::down), down);
+    EXPECT_DOUBLE_EQ(at(r->dense_stage_bytes, sl::stage::logits), double(fx().m.output.bytes()));
+    EXPECT_NEAR(at(r->stage_bytes, sl::stage::qkv), qkv, 1e-9 * qkv);
+    EXPECT_NEAR(at(r->stage_bytes, sl::stage::o), o, 1e-9 * o);
+    EXPECT_NEAR(at(r->stage_bytes, sl::stage::mlp_in), want_in * mlp_in, 1e-6 * mlp_in);
+    EXPECT_NEAR(at(r->stage_bytes, sl::stage::down), want_down * down, 1e-6 * down);
+    EXPECT_EQ(at(r->stage_bytes, sl::stage::select), 0.0);
+    EXPECT_EQ(at(r->stage_bytes, sl::stage::mlp_fused), 0.0);
+    // Its ideal shrinks exactly those stages in dense's time per byte.
+    double ideal[sl::stage_count];
+    sl::stage_ideal_ms(r->dense_stages, r->dense_stage_bytes, r->stage_bytes, ideal);
+    const auto ms = [&](sl::stage s) { return 1e3 * r->dense_stages.at(s) / double(r->dense_stages.tokens); };
+    EXPECT_NEAR(ideal[int(sl::stage::mlp_in)], want_in * ms(sl::stage::mlp_in), 1e-6 * ms(sl::stage::mlp_in));
+    EXPECT_NEAR(ideal[int(sl::stage::down)], want_down * ms(sl::stage::down), 1e-6 * ms(sl::stage::down));
+    EXPECT_NEAR(ideal[int(sl::stage::attention)], ms(sl::stage::attention), 1e-12);
+    EXPECT_EQ(ideal[int(sl::stage::select)], 0.0);
     for (const sl::stage_times* st : {&ref->stages, &r->stages}) {
         for (sl::stage s : {sl::stage::qkv, sl::stage::attention, sl::stage::o, sl::stage::mlp_in, sl::stage::glu,
                             sl::stage::down, sl::stage::logits, sl::stage::other})

@@ -244,6 +244,16 @@ private slots:
         m.seconds[int(sl::stage::select)] = 0.004;
         r->eval.dense_stages = d;
         r->eval.stages = m;
+        // Bytes per token: DIP read half of gate/up and of down; everything else whole, no selection reads.
+        double* db = r->eval.dense_stage_bytes;
+        double* mb = r->eval.stage_bytes;
+        db[int(sl::stage::qkv)] = mb[int(sl::stage::qkv)] = 30;
+        db[int(sl::stage::o)] = mb[int(sl::stage::o)] = 10;
+        db[int(sl::stage::mlp_in)] = 100;
+        mb[int(sl::stage::mlp_in)] = 50;
+        db[int(sl::stage::down)] = 50;
+        mb[int(sl::stage::down)] = 25;
+        db[int(sl::stage::logits)] = mb[int(sl::stage::logits)] = 5;
         t.showResult(r);
         const auto group = [](const char* label) {
             const auto& g = StageBars::groups();
@@ -262,6 +272,10 @@ private slots:
         QVERIFY2(b->toolTip().contains(QStringLiteral("mlp_in")) && b->toolTip().contains(QStringLiteral("select")),
                  qPrintable(b->toolTip()));
         QVERIFY(b->toolTip().contains(QStringLiteral("dip ms")));
+        // Ideal: qkv 1 + o 0.5 + mlp_in 4 * 50/100 + down 2 * 25/50 + logits 0.3; selection reads nothing.
+        QVERIFY2(std::abs(b->idealMs() - 4.8) < 1e-9, qPrintable(QString::number(b->idealMs())));
+        QVERIFY2(b->toolTip().contains(QStringLiteral("ideal ms")) && b->toolTip().contains(QStringLiteral("81%")),
+                 qPrintable(b->toolTip()));  // 4.8 / 5.9
         QVERIFY(b->heightForWidth(120) > b->heightForWidth(800));  // the legend wraps when narrow
         b->resize(300, b->heightForWidth(300));
         QImage img(b->size(), QImage::Format_ARGB32);
@@ -273,6 +287,7 @@ private slots:
         t.showResult(r);
         QVERIFY(!b->hasMethod());
         QCOMPARE(b->totalMs(true), 0.0);
+        QCOMPARE(b->idealMs(), 0.0);
         QCOMPARE(b->totalMs(false), 7.8);
     }
 

@@ -4,6 +4,10 @@
 #include <QPainter>
 
 #include <algorithm>
+#include <cmath>
+#include <iterator>
+
+#include "sparselens/core/stage_ideal.h"
 
 namespace sl::views {
 
@@ -37,17 +41,26 @@ StageBars::StageBars(QWidget* parent) : QWidget(parent) {
 
 void StageBars::clear() {
     m_dense = m_method = {};
+    std::fill(std::begin(m_ideal), std::end(m_ideal), 0.0);
+    m_idealMs = 0.0;
     m_hasMethod = false;
     setToolTip(tr("Where a decoded token's time goes, measured on this CPU: appears with the first result"));
     update();
 }
 
 void StageBars::setTimes(const stage_times& dense, const stage_times& method, const QString& method_name,
-                         bool dense_only) {
+                         bool dense_only, const double* dense_bytes, const double* method_bytes) {
     m_dense = dense;
     m_method = method;
     m_methodName = method_name;
     m_hasMethod = !dense_only && method.tokens > 0;
+    std::fill(std::begin(m_ideal), std::end(m_ideal), 0.0);
+    m_idealMs = 0.0;
+    const bool has_bytes = std::any_of(dense_bytes, dense_bytes + stage_count, [](double b) { return b > 0; });
+    if (m_hasMethod && dense.tokens > 0 && has_bytes) {
+        stage_ideal_ms(dense, dense_bytes, method_bytes, m_ideal);
+        for (double ms : m_ideal) m_idealMs += ms;
+    }
     setToolTip(tooltipText());
     updateGeometry();  // the legend's rows follow the groups shown
     update();
@@ -69,8 +82,10 @@ double StageBars::totalMs(bool method) const {
 QString StageBars::tooltipText() const {
     QString s = tr("<b>Decode time per token by stage</b> (means over the evaluation's decoded tokens; the "
                    "stages of a token add up to it)<table cellspacing=0 cellpadding=1>");
+    const bool ideal = m_idealMs > 0;
     s += QStringLiteral("<tr><td></td><td align=right>&nbsp;dense ms</td>");
     if (m_hasMethod) s += QStringLiteral("<td align=right>&nbsp;%1 ms</td>").arg(m_methodName.toHtmlEscaped());
+    if (ideal) s += QStringLiteral("<td align=right>&nbsp;ideal ms</td>");
     s += QStringLiteral("</tr>");
     for (int i = 0; i < stage_count; ++i) {
         const auto st = static_cast<stage>(i);
@@ -79,11 +94,22 @@ QString StageBars::tooltipText() const {
         s += QStringLiteral("<tr><td>%1</td><td align=right>%2</td>").arg(QString::fromUtf8(stage_name(st)))
                  .arg(d, 0, 'f', 3);
         if (m_hasMethod) s += QStringLiteral("<td align=right>%1</td>").arg(m, 0, 'f', 3);
+        if (ideal) s += QStringLiteral("<td align=right>%1</td>").arg(m_ideal[i], 0, 'f', 3);
         s += QStringLiteral("</tr>");
     }
     s += QStringLiteral("<tr><td><b>total</b></td><td align=right><b>%1</b></td>").arg(totalMs(false), 0, 'f', 3);
     if (m_hasMethod) s += QStringLiteral("<td align=right><b>%1</b></td>").arg(totalMs(true), 0, 'f', 3);
+    if (ideal) s += QStringLiteral("<td align=right><b>%1</b></td>").arg(m_idealMs, 0, 'f', 3);
     s += QStringLiteral("</tr></table>");
+    if (ideal && totalMs(true) > 0)
+        s += tr("<p>The mark across the %1 bar is its <b>ideal</b>: every weight stage at dense's speed per "
+                "byte on the bytes %1 read, selection at dense's MLP speed on what it reads (nothing for "
+                "activations only), everything else in dense's time. Measured %2 ms per token is %3% of the "
+                "ideal's speed. Rows read in a random order cost more per byte than dense's stream: `sparselens "
+                "bench --stages` also prints the ideal at the access pattern of the method's reads.</p>")
+                 .arg(m_methodName.toHtmlEscaped())
+                 .arg(totalMs(true), 0, 'f', 3)
+                 .arg(100.0 * m_idealMs / totalMs(true), 0, 'f', 0);
     s += tr("Weight stages stream the model's matrices; a sparse method should shrink them by the share it "
             "skips. Selection is the method's own cost. `sparselens bench --stages` prints the same split "
             "with GB/s per stage.");
@@ -129,7 +155,7 @@ void StageBars::paintEvent(QPaintEvent*) {
     const int valueW = std::max(fm.horizontalAdvance(dt), fm.horizontalAdvance(mt)) + 6;
     const int barW = std::max(10, width() - labelW - valueW);
     // One scale for both bars: the longer one fills the width, so lengths compare directly.
-    const double scale = std::max(totalMs(false), totalMs(true));
+    const double scale = std::max({totalMs(false), totalMs(true), idealMs()});
     auto bar = [&](int y, const QString& label, bool method, double total, const QString& text) {
         p.setPen(palette().color(QPalette::WindowText));
         p.drawText(QRect(0, y, labelW, k_bar_height), Qt::AlignLeft | Qt::AlignVCenter, label);
@@ -150,7 +176,14 @@ void StageBars::paintEvent(QPaintEvent*) {
         }
     };
     bar(0, dl, false, totalMs(false), dt);
-    if (m_hasMethod) bar(k_bar_height + k_gap, ml, true, totalMs(true), mt);
+    if (m_hasMethod) {
+        const int y = k_bar_height + k_gap;
+        bar(y, ml, true, totalMs(true), mt);
+        if (m_idealMs > 0 && scale > 0) {  // the ideal: a mark across the method bar, reaching into the gaps
+            const int x = labelW + static_cast<int>(std::lround(m_idealMs / scale * barW));
+            p.fillRect(QRect(x - 1, y - k_gap / 2, 2, k_bar_height + k_gap), palette().color(QPalette::WindowText));
+        }
+    }
     // Legend: the groups either bar uses, wrapping onto more rows when narrow.
     const int top = 2 * (k_bar_height + k_gap);
     layoutLegend(width(), [&](int g, int x, int row) {

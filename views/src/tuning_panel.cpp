@@ -669,7 +669,8 @@ void TuningPanel::showResult(std::shared_ptr<const tuning_result> r) {
     ratio("cpu_ratio", cpuRatio,
           perWindow ? tr(" (%1–%2)").arg(e.speed_ratio_p25, 0, 'f', 2).arg(e.speed_ratio_p75, 0, 'f', 2) : QString());
     ratio("sim_ratio", r->sim_dense_tokens_per_s > 0 ? r->sim_tokens_per_s / r->sim_dense_tokens_per_s : 0.0, QString());
-    m_stages->setTimes(e.dense_stages, e.stages, QString::fromStdString(r->config.name), dense);
+    m_stages->setTimes(e.dense_stages, e.stages, QString::fromStdString(r->config.name), dense, e.dense_stage_bytes,
+                       e.stage_bytes);
     set("hit", dense ? tr("– (dense reads every weight)") : QStringLiteral("%1%").arg(100 * r->sim_hit_rate, 0, 'f', 1));
     m_status->setText(tr("%1 · %2 · %3 scored tokens · %4 ms")
                           .arg(QString::fromStdString(r->config.name),

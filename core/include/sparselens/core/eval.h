@@ -61,6 +61,10 @@ struct eval_result {
     // Decode time by stage of the forward pass, summed over the decoded (scored) tokens: the method's
     // and the dense reference's (the dense method's are the reference's, as its speed is).
     stage_times stages, dense_stages;
+    // Weight bytes per token each stage read (stage_weight_bytes): the method's at the read densities it
+    // reported over every token it saw, and dense's (every weight). With the stage times they give each
+    // stage's ideal (stage_ideal_ms).
+    double stage_bytes[stage_count] = {}, dense_stage_bytes[stage_count] = {};
 };
 
 // Runs the dense model (through the per-token path, so full-density methods compare bit for bit).

@@ -25,14 +25,19 @@ public:
     explicit StageBars(QWidget* parent = nullptr);
 
     // Mean ms per token of each group, from summed stage times (no tokens: empty bars). The method bar
-    // is hidden when `dense_only` (the dense method: one measurement, the baseline).
-    void setTimes(const stage_times& dense, const stage_times& method, const QString& method_name, bool dense_only);
+    // is hidden when `dense_only` (the dense method: one measurement, the baseline). dense_bytes and
+    // method_bytes (stage_count entries each: eval_result's stage bytes) give the method bar its ideal
+    // (stage_ideal_ms): a marker where the method would end if it read its bytes at dense's speed.
+    void setTimes(const stage_times& dense, const stage_times& method, const QString& method_name, bool dense_only,
+                  const double* dense_bytes, const double* method_bytes);
     void clear();
 
     // ms per token of group g (groups() order) in the dense or the method bar; 0 when empty.
     double groupMs(bool method, int g) const;
     double totalMs(bool method) const;
     bool hasMethod() const { return m_hasMethod; }
+    // The method's ideal ms per token (0: no method bar, or no bytes to scale by).
+    double idealMs() const { return m_hasMethod ? m_idealMs : 0.0; }
 
     QSize sizeHint() const override;
     QSize minimumSizeHint() const override;
@@ -49,6 +54,8 @@ private:
     int layoutLegend(int w, F&& place) const;
 
     stage_times m_dense, m_method;  // summed over the evaluation's decoded tokens
+    double m_ideal[stage_count] = {};  // ms per token by stage
+    double m_idealMs = 0.0;
     QString m_methodName;
     bool m_hasMethod = false;
 };
