@@ -50,7 +50,7 @@ struct q4k {
     // each), so one 64-byte load of a super-block's nibbles serves two 64-element chunks (low nibbles
     // against the first zmm, high against the second) instead of two 32-byte broadcasts, each a shuffle.
     // Every lane still sums 4 products of one group: the same exact integers. L2-resident 4096-column
-    // Q4_K gemv, one thread (Zen 4): 22.4-22.5 -> 24.9-25.1 GB/s (timing run without the arrangement).
+    // Q4_K gemv, one thread (Zen 4 VM, alternating runs in its fast phase): 22.4-22.5 -> 25.0-25.1 GB/s.
     static constexpr bool arranges_x = true;
     static void arrange_x(__m512i (&xq)[4]) {
         SL_UNROLL
