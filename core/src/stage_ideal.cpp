@@ -81,7 +81,8 @@ void stage_ideal_ms(const stage_times& dense, const double* dense_bytes, const d
     const double mlp_bytes = dense_bytes[mlp_in] + dense_bytes[down];
     // Dense's MLP ms per byte read (with its GLU for a fused stage, which includes the GLU).
     const auto mlp_rate = [&](bool with_glu) {
-        const double ms = ms_per_token(dense, mlp_in) + ms_per_token(dense, down) + (with_glu ? ms_per_token(dense, glu) : 0.0);
+        const double ms =
+            ms_per_token(dense, mlp_in) + ms_per_token(dense, down) + (with_glu ? ms_per_token(dense, glu) : 0.0);
         return mlp_bytes > 0 ? ms / mlp_bytes : 0.0;
     };
     for (int s = 0; s < stage_count; ++s) {
@@ -95,7 +96,8 @@ void stage_ideal_ms(const stage_times& dense, const double* dense_bytes, const d
         } else if (is_fused && st == stage::glu) {
             ideal[s] = 0.0;  // inside the fused kernel (mlp_in, down: their bytes)
         } else {
-            ideal[s] = dense_bytes[s] > 0 ? ms_per_token(dense, s) * method_bytes[s] / dense_bytes[s] : ms_per_token(dense, s);
+            const double dense_ms = ms_per_token(dense, s);
+            ideal[s] = dense_bytes[s] > 0 ? dense_ms * method_bytes[s] / dense_bytes[s] : dense_ms;
         }
     }
 }

@@ -104,8 +104,9 @@ struct q4k {
             nibbles(p, lo, hi);
             const __m512i pl = _mm512_maddubs_epi16(lo, _mm512_loadu_si512(xq + 128 * p));
             const __m512i ph = _mm512_maddubs_epi16(hi, _mm512_loadu_si512(xq + 128 * p + 64));
-            s = _mm512_add_epi32(s, _mm512_madd_epi16(pl, quarter_words(sc16, 4 * p, 4 * p, 4 * p + 2, 4 * p + 2)));
-            s = _mm512_add_epi32(s, _mm512_madd_epi16(ph, quarter_words(sc16, 4 * p + 1, 4 * p + 1, 4 * p + 3, 4 * p + 3)));
+            const int g = 4 * p;  // groups g, g + 2 in the low nibbles, g + 1, g + 3 in the high ones
+            s = _mm512_add_epi32(s, _mm512_madd_epi16(pl, quarter_words(sc16, g, g, g + 2, g + 2)));
+            s = _mm512_add_epi32(s, _mm512_madd_epi16(ph, quarter_words(sc16, g + 1, g + 1, g + 3, g + 3)));
         }
         return s;
 #endif
@@ -213,7 +214,8 @@ void rows(const uint8_t* w, int64_t rb, int64_t n_rows, int64_t cols, const void
 
 // The sparse gathers' dots over row_dot (dots_fn of sparse_internal.h), x arranged once per call.
 template <typename B>
-void kquant_dots(const uint8_t* const* rows, const uint8_t* const* pf, int64_t n, int64_t cols, const void* x, float* y) {
+void kquant_dots(const uint8_t* const* rows, const uint8_t* const* pf, int64_t n, int64_t cols, const void* x,
+                 float* y) {
     q8_act arranged;
     const q8_act* xa = kquant_act<B>(x, cols, arranged);
     for (int64_t k = 0; k < n; ++k) {
