@@ -89,9 +89,12 @@ void init_backend() {
     llama_backend_init();
 }
 
-llama_model* load_model(const std::string& path, bool vocab_only) {
+// repack: llama.cpp's default "extra buffer types", which repack some quantized weights at load (Q4_0,
+// Q4_K, ... rows interleaved 4 or 8 at a time for its CPU kernels); false loads them as the file has them.
+llama_model* load_model(const std::string& path, bool vocab_only, bool repack = true) {
     llama_model_params mp = llama_model_default_params();
     mp.vocab_only = vocab_only;
+    if (!repack) mp.use_extra_bufts = false;
     mp.n_gpu_layers = 0;
     llama_model* m = llama_model_load_from_file(path.c_str(), mp);
     if (!m) die("llama.cpp could not load " + path);
@@ -283,11 +286,12 @@ double median(std::vector<double> v) {
     return v.empty() ? 0.0 : (v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]));
 }
 
-// bench MODEL [--threads N] [--prompt P] [--gen G] [--reps R]: prefill of P tokens and decode of G tokens
-// with llama.cpp's defaults (F16 KV cache, what a user gets), medians over R repetitions, one JSON line.
+// bench MODEL [--threads N] [--prompt P] [--gen G] [--reps R] [--no-repack]: prefill of P tokens and decode
+// of G tokens with llama.cpp's defaults (F16 KV cache, weight repacking: what a user gets), medians over R
+// repetitions, one JSON line. --no-repack keeps the file's weight layout (what repacking buys).
 int cmd_bench(const args& a) {
     init_backend();
-    llama_model* m = load_model(a.at(0, "model"), false);
+    llama_model* m = load_model(a.at(0, "model"), false, !a.has("no-repack"));
     const int threads = a.num("threads", 2), n_prompt = a.num("prompt", 128), n_gen = a.num("gen", 64);
     const int reps = a.num("reps", 5);
     const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(m));
