@@ -7,15 +7,16 @@
 # cell's median share and its range over the rounds.
 #
 #   scripts/bench_methods.sh [--methods dip,cats,chess,teal,griffin] [--density 0.5] [--rounds 3]
-#                            [--threads 2] [--gen 16] [--reps 5] [--json] FILE.gguf...
+#                            [--threads 2] [--gen 16] [--reps 5] [--json] [--build-dir DIR] FILE.gguf...
 #
 # FILE.calib (or FILE without .gguf + .calib) beside a file is passed as its calibration (`sparselens
-# calibrate FILE TEXT` writes the first; CATS, CHESS, TEAL and GRIFFIN need one). Needs a release build. Never run it while something else
-# compiles: the numbers would be noise.
+# calibrate FILE TEXT` writes the first; CATS, CHESS, TEAL and GRIFFIN need one). Needs a release build
+# (build/release, or --build-dir). Never run it while something else compiles: the numbers would be noise.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-methods=dip,cats,chess,teal,griffin density=0.5 rounds=3 threads=2 gen=16 reps=5 json=0 files=()
+methods=dip,cats,chess,teal,griffin density=0.5 rounds=3 threads=2 gen=16 reps=5 json=0 build="$SL_ROOT/build/release"
+files=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --methods) methods="$2"; shift 2 ;;
@@ -25,12 +26,13 @@ while [ $# -gt 0 ]; do
     --gen) gen="$2"; shift 2 ;;
     --reps) reps="$2"; shift 2 ;;
     --json) json=1; shift ;;
+    --build-dir) build="$2"; shift 2 ;;
     -h|--help) sed -n '2,14p' "${BASH_SOURCE[0]}"; exit 0 ;;
     *) files+=("$1"); shift ;;
   esac
 done
 [ ${#files[@]} -gt 0 ] || { echo "bench_methods: no GGUF file given" >&2; exit 2; }
-ours="$SL_ROOT/build/release/app/sparselens"
+ours="$build/app/sparselens"
 [ -x "$ours" ] || { echo "bench_methods: $ours is missing: build first (scripts/test.sh)" >&2; exit 2; }
 
 python3 - "$ours" "$methods" "$density" "$rounds" "$threads" "$gen" "$reps" "$json" "${files[@]}" <<'EOF'

@@ -4,17 +4,18 @@
 # hits both alike; prints the median of each side and their ratio.
 #
 #   scripts/bench_vs_llamacpp.sh [--threads 2] [--rounds 6] [--prompt 128] [--gen 32] [--json]
-#                                [--method M [--density 0.5]] FILE.gguf...
+#                                [--method M [--density 0.5]] [--build-dir DIR] FILE.gguf...
 #
 # --method also decodes with that sparsity method (at --density, in the same process as our dense run)
 # and sets its speed beside llama.cpp's dense decode: what sparsity buys over the engine a user would
 # pick instead. FILE.calib (or FILE without .gguf + .calib) beside a file is passed as its calibration.
-# Needs a release build (scripts/test.sh or scripts/run.sh make one) and the peer (.peer/, installed by
-# scripts/test.sh). Never run it while something else compiles: the numbers would be noise.
+# Needs a release build (build/release, made by scripts/test.sh or scripts/run.sh, or --build-dir) and the
+# peer (.peer/, installed by scripts/test.sh). Never run it while something else compiles: the numbers
+# would be noise.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-threads=2 rounds=6 prompt=128 gen=32 json=0 method="" density=0.5 files=()
+threads=2 rounds=6 prompt=128 gen=32 json=0 method="" density=0.5 build="$SL_ROOT/build/release" files=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --threads) threads="$2"; shift 2 ;;
@@ -24,13 +25,14 @@ while [ $# -gt 0 ]; do
     --json) json=1; shift ;;
     --method) method="$2"; shift 2 ;;
     --density) density="$2"; shift 2 ;;
+    --build-dir) build="$2"; shift 2 ;;
     -h|--help) sed -n '2,14p' "${BASH_SOURCE[0]}"; exit 0 ;;
     *) files+=("$1"); shift ;;
   esac
 done
 [ ${#files[@]} -gt 0 ] || { echo "bench_vs_llamacpp: no GGUF file given" >&2; exit 2; }
-ours="$SL_ROOT/build/release/app/sparselens"
-peer="$SL_ROOT/build/release/tests/peer/sl-llama-peer"
+ours="$build/app/sparselens"
+peer="$build/tests/peer/sl-llama-peer"
 [ -x "$ours" ] || { echo "bench_vs_llamacpp: $ours is missing: build first (scripts/test.sh)" >&2; exit 2; }
 [ -x "$peer" ] || { echo "bench_vs_llamacpp: $peer is missing: the llama.cpp peer is not built (scripts/test.sh installs it)" >&2; exit 2; }
 # Ours re-execs itself with OMP_WAIT_POLICY=passive and a short spin when idle (its default); llama.cpp runs with its own defaults
