@@ -35,18 +35,20 @@ done
 ours="$build/app/sparselens"
 [ -x "$ours" ] || { echo "bench_methods: $ours is missing: build first (scripts/test.sh)" >&2; exit 2; }
 
-python3 - "$ours" "$methods" "$density" "$rounds" "$threads" "$gen" "$reps" "$json" "${files[@]}" <<'EOF'
+pairs=()  # each file, then its calibration or ""
+for f in "${files[@]}"; do pairs+=("$f" "$(sl_calib_for "$f")"); done
+
+python3 - "$ours" "$methods" "$density" "$rounds" "$threads" "$gen" "$reps" "$json" "${pairs[@]}" <<'EOF'
 import json, os, statistics, subprocess, sys
 ours, methods, density, rounds, threads, gen, reps, as_json = sys.argv[1:9]
-files, methods, rounds = sys.argv[9:], methods.split(","), int(rounds)
+calibs = dict(zip(sys.argv[9::2], sys.argv[10::2]))
+files, methods, rounds = sys.argv[9::2], methods.split(","), int(rounds)
 
 def cell(path, method):
     cmd = [ours, "bench", path, "--method", method, "--density", density, "--threads", threads, "--gen", gen,
            "--prompt-len", "8", "--reps", reps, "--stages", "--json"]
-    for calib in (path + ".calib", os.path.splitext(path)[0] + ".calib"):
-        if os.path.exists(calib):
-            cmd += ["--calib", calib]
-            break
+    if calibs[path]:
+        cmd += ["--calib", calibs[path]]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit(f"bench_methods: {' '.join(cmd)} failed: {r.stderr.strip()}")

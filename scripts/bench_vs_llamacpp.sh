@@ -39,20 +39,20 @@ peer="$build/tests/peer/sl-llama-peer"
 # (its CPU backend uses OpenMP too, and a user would not set the variable for it).
 unset OMP_WAIT_POLICY
 
-python3 - "$ours" "$peer" "$threads" "$rounds" "$prompt" "$gen" "$json" "$method" "$density" "${files[@]}" <<'EOF'
-import json, os, statistics, subprocess, sys
+pairs=()  # each file, then its calibration or ""
+for f in "${files[@]}"; do pairs+=("$f" "$(sl_calib_for "$f")"); done
+
+python3 - "$ours" "$peer" "$threads" "$rounds" "$prompt" "$gen" "$json" "$method" "$density" "${pairs[@]}" <<'EOF'
+import json, statistics, subprocess, sys
 ours, peer, threads, rounds, prompt, gen, as_json, method, density = sys.argv[1:10]
-files = sys.argv[10:]
+calibs = dict(zip(sys.argv[10::2], sys.argv[11::2]))
+files = sys.argv[10::2]
 rounds = int(rounds)
 
 def method_args(path):
     if not method:
         return []
-    args = ["--method", method, "--density", density]
-    for calib in (path + ".calib", os.path.splitext(path)[0] + ".calib"):
-        if os.path.exists(calib):
-            return args + ["--calib", calib]
-    return args
+    return ["--method", method, "--density", density] + (["--calib", calibs[path]] if calibs[path] else [])
 
 def run(cmd):
     p = subprocess.run(cmd, capture_output=True, text=True)

@@ -16,6 +16,15 @@ SL_PACKAGES=(
 
 sl_log() { printf '\033[1m[sparselens]\033[0m %s\n' "$*" >&2; }
 
+# The calibration file beside a GGUF file (FILE.calib, else FILE without .gguf + .calib), or nothing: what
+# `sparselens calibrate` writes and the speed scripts pass as --calib.
+sl_calib_for() {
+  local c
+  for c in "$1.calib" "${1%.gguf}.calib"; do
+    if [ -f "$c" ]; then echo "$c"; return 0; fi
+  done
+}
+
 sl_install_deps() {
   local missing=()
   for p in "${SL_PACKAGES[@]}"; do

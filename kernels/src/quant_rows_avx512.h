@@ -217,14 +217,7 @@ template <typename B>
 void kquant_dots(const uint8_t* const* rows, const uint8_t* const* pf, int64_t n, int64_t cols, const void* x,
                  float* y) {
     q8_act arranged;
-    const q8_act* xa = kquant_act<B>(x, cols, arranged);
-    for (int64_t k = 0; k < n; ++k) {
-        if (pf && pf[k]) {
-            row_dot<B, pf_l2>(rows[k], 0, cols, xa, y + k, pf[k]);
-        } else {
-            row_dot<B, pf_none>(rows[k], 0, cols, xa, y + k, nullptr);
-        }
-    }
+    gather_dots<q8_act, row_dot<B, pf_l2>, row_dot<B, pf_none>>(rows, pf, n, cols, kquant_act<B>(x, cols, arranged), y);
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "dense_internal.h"
+#include "sparse_internal.h"
 
 // Fixed-trip loops over rows/accumulators must be unrolled so the accumulators live in registers
 // (at -O2 GCC keeps them in a stack array otherwise, which halves throughput).
@@ -395,24 +396,16 @@ constexpr rows_fn rows_quant = rows_quant_driver<R, B, Prefetch>;
 template <typename B>
 void quant_gather_dots(const uint8_t* const* rows, const uint8_t* const* pf, int64_t n, int64_t cols, const void* x,
                        float* y) {
-    const auto run = [&]<bool Arranged>(const q8_act* xa) {
-        for (int64_t k = 0; k < n; ++k) {
-            if (pf && pf[k]) {
-                quant_rows<1, B, pf_l2, Arranged>(rows[k], 0, cols, xa, y + k, pf[k]);
-            } else {
-                quant_rows<1, B, pf_none, Arranged>(rows[k], 0, cols, xa, y + k, nullptr);
-            }
-        }
-    };
     const auto* xa = static_cast<const q8_act*>(x);
     if constexpr (B::arranges_x) {
         if (n >= 4 && cols >= 256) {
             q8_act arranged;
-            run.template operator()<true>(arranged_act<B>(xa, cols, arranged));
+            gather_dots<q8_act, quant_rows<1, B, pf_l2, true>, quant_rows<1, B, pf_none, true>>(
+                rows, pf, n, cols, arranged_act<B>(xa, cols, arranged), y);
             return;
         }
     }
-    run.template operator()<false>(xa);
+    gather_dots<q8_act, quant_rows<1, B, pf_l2>, quant_rows<1, B, pf_none>>(rows, pf, n, cols, xa, y);
 }
 
 // Streaming float rows: into L2 once x (f32) outgrows 16 KiB, as dense_internal.h measured.
