@@ -42,7 +42,6 @@ StageBars::StageBars(QWidget* parent) : QWidget(parent) {
 void StageBars::clear() {
     m_dense = m_method = {};
     std::fill(std::begin(m_ideal), std::end(m_ideal), 0.0);
-    m_idealMs = 0.0;
     m_hasMethod = false;
     setToolTip(tr("Where a decoded token's time goes, measured on this CPU: appears with the first result"));
     update();
@@ -55,12 +54,8 @@ void StageBars::setTimes(const stage_times& dense, const stage_times& method, co
     m_methodName = method_name;
     m_hasMethod = !dense_only && method.tokens > 0;
     std::fill(std::begin(m_ideal), std::end(m_ideal), 0.0);
-    m_idealMs = 0.0;
     const bool has_bytes = std::any_of(dense_bytes, dense_bytes + stage_count, [](double b) { return b > 0; });
-    if (m_hasMethod && dense.tokens > 0 && has_bytes) {
-        stage_ideal_ms(dense, dense_bytes, method_bytes, m_ideal);
-        for (double ms : m_ideal) m_idealMs += ms;
-    }
+    if (m_hasMethod && dense.tokens > 0 && has_bytes) stage_ideal_ms(dense, dense_bytes, method_bytes, m_ideal);
     setToolTip(tooltipText());
     updateGeometry();  // the legend's rows follow the groups shown
     update();
@@ -73,6 +68,12 @@ double StageBars::groupMs(bool method, int g) const {
     return ms;
 }
 
+double StageBars::idealMs() const {
+    double t = 0.0;
+    for (double ms : m_ideal) t += ms;
+    return m_hasMethod ? t : 0.0;
+}
+
 double StageBars::totalMs(bool method) const {
     double t = 0.0;
     for (int g = 0; g < groups().size(); ++g) t += groupMs(method, g);
@@ -82,7 +83,8 @@ double StageBars::totalMs(bool method) const {
 QString StageBars::tooltipText() const {
     QString s = tr("<b>Decode time per token by stage</b> (means over the evaluation's decoded tokens; the "
                    "stages of a token add up to it)<table cellspacing=0 cellpadding=1>");
-    const bool ideal = m_idealMs > 0;
+    const double ideal_ms = idealMs();
+    const bool ideal = ideal_ms > 0;
     s += QStringLiteral("<tr><td></td><td align=right>&nbsp;dense ms</td>");
     if (m_hasMethod) s += QStringLiteral("<td align=right>&nbsp;%1 ms</td>").arg(m_methodName.toHtmlEscaped());
     if (ideal) s += QStringLiteral("<td align=right>&nbsp;ideal ms</td>");
@@ -99,7 +101,7 @@ QString StageBars::tooltipText() const {
     }
     s += QStringLiteral("<tr><td><b>total</b></td><td align=right><b>%1</b></td>").arg(totalMs(false), 0, 'f', 3);
     if (m_hasMethod) s += QStringLiteral("<td align=right><b>%1</b></td>").arg(totalMs(true), 0, 'f', 3);
-    if (ideal) s += QStringLiteral("<td align=right><b>%1</b></td>").arg(m_idealMs, 0, 'f', 3);
+    if (ideal) s += QStringLiteral("<td align=right><b>%1</b></td>").arg(ideal_ms, 0, 'f', 3);
     s += QStringLiteral("</tr></table>");
     if (ideal && totalMs(true) > 0)
         s += tr("<p>The mark across the %1 bar is its <b>ideal</b>: every weight stage at dense's speed per "
@@ -109,7 +111,7 @@ QString StageBars::tooltipText() const {
                 "bench --stages` also prints the ideal at the access pattern of the method's reads.</p>")
                  .arg(m_methodName.toHtmlEscaped())
                  .arg(totalMs(true), 0, 'f', 3)
-                 .arg(100.0 * m_idealMs / totalMs(true), 0, 'f', 0);
+                 .arg(100.0 * ideal_ms / totalMs(true), 0, 'f', 0);
     s += tr("Weight stages stream the model's matrices; a sparse method should shrink them by the share it "
             "skips. Selection is the method's own cost. `sparselens bench --stages` prints the same split "
             "with GB/s per stage.");
@@ -179,8 +181,8 @@ void StageBars::paintEvent(QPaintEvent*) {
     if (m_hasMethod) {
         const int y = k_bar_height + k_gap;
         bar(y, ml, true, totalMs(true), mt);
-        if (m_idealMs > 0 && scale > 0) {  // the ideal: a mark across the method bar, reaching into the gaps
-            const int x = labelW + static_cast<int>(std::lround(m_idealMs / scale * barW));
+        if (const double ideal = idealMs(); ideal > 0 && scale > 0) {  // a mark across the bar, into the gaps
+            const int x = labelW + static_cast<int>(std::lround(ideal / scale * barW));
             p.fillRect(QRect(x - 1, y - k_gap / 2, 2, k_bar_height + k_gap), palette().color(QPalette::WindowText));
         }
     }

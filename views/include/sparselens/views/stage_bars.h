@@ -37,7 +37,7 @@ public:
     double totalMs(bool method) const;
     bool hasMethod() const { return m_hasMethod; }
     // The method's ideal ms per token (0: no method bar, or no bytes to scale by).
-    double idealMs() const { return m_hasMethod ? m_idealMs : 0.0; }
+    double idealMs() const;
 
     QSize sizeHint() const override;
     QSize minimumSizeHint() const override;
@@ -54,8 +54,7 @@ private:
     int layoutLegend(int w, F&& place) const;
 
     stage_times m_dense, m_method;  // summed over the evaluation's decoded tokens
-    double m_ideal[stage_count] = {};  // ms per token by stage
-    double m_idealMs = 0.0;
+    double m_ideal[stage_count] = {};  // ms per token by stage (all 0: no ideal)
     QString m_methodName;
     bool m_hasMethod = false;
 };
