@@ -64,6 +64,8 @@ struct q8_act {
     const int8_t* qs = nullptr;  // [n]
     const float* d = nullptr;    // [n / 32]
     const float* s = nullptr;    // [n / 32]
+    // The integer sum of each 32 quants, where a kernel asks for it (Q4_K: q4k_lanes.h, set per call).
+    const int16_t* sums = nullptr;  // [n / 32]
 };
 
 // Computes y[i] = dot(row i, x) for the n_rows rows starting at w (row_bytes apart), each of

@@ -2,6 +2,7 @@
 // per-type SIMD decoders (Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS) or the scalar decoder for the rest.
 #include <vector>
 
+#include "q4k_lanes.h"
 #include "quant_unpack.h"
 #include "row_dots_avx2.h"
 #include "sparse_internal.h"
@@ -255,6 +256,30 @@ template <dtype T, int Prefetch, bool Pre = false>
     *y = K::has_min ? hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), corr_v)) : hsum(_mm256_add_ps(a0, a1)) + corr;
 }
 
+// One Q4_K row in the two float lanes of q4k_lanes.h (xa->sums set): the super-block's 8 integer lanes
+// of k4_sum reduced to the two lane classes, then q4k_step.
+template <int Prefetch>
+[[gnu::always_inline]] inline void q4k_row(const uint8_t* w, int64_t cols, const q8_act* xa, float* y, const uint8_t* pf) {
+    using K = kquant<dtype::q4_k>;
+    constexpr int64_t qk = k_qk<dtype::q4_k>, bytes = k_bytes<dtype::q4_k>;
+    __m128 acc = _mm_setzero_ps();
+    auto step = [&](int64_t blk) {
+        const uint8_t* p = w + blk * bytes;
+        __m128i m;
+        const __m256i isum = K::template isum<false>(p, xa->qs + blk * qk, nullptr, m);
+        acc = q4k_step(acc, q4k_fold(isum), m, xa->sums + blk * (qk / 32), q4k_scales(p, xa->d[blk * (qk / 32)]));
+    };
+    const int64_t nsb = cols / qk;
+    int64_t blk = 0;
+    for (; blk + 2 <= nsb; blk += 2) {
+        if constexpr (Prefetch) prefetch_span<2 * bytes, Prefetch>(pf, blk * bytes);
+        step(blk);
+        step(blk + 1);
+    }
+    if (blk < nsb) step(blk);
+    *y = q4k_row_value(acc);
+}
+
 // One row of the other types: per 32 elements an exact integer dot (lanes 0-3 hold elements 0-15, lanes
 // 4-7 elements 16-31, so 16-granular scales are one two-valued vector), scaled in f32 by the weight and
 // activation scales. The minimum term is b * d_x * sum(x_q): per 32 from the precomputed s = d_x * sum,
@@ -264,7 +289,9 @@ template <dtype T, int Prefetch>
 [[gnu::always_inline]] inline void row_dot(const uint8_t* w, int64_t, int64_t cols, const q8_act* xa, float* y, const uint8_t* pf) {
     using S = shape<T>;
     constexpr int64_t qk = k_qk<T>, bytes = k_bytes<T>, nq = qk / 32;
-    if constexpr (k_int_path<T>) {
+    if constexpr (T == dtype::q4_k) {
+        q4k_row<Prefetch>(w, cols, xa, y, pf);
+    } else if constexpr (k_int_path<T>) {
         kquant_row<T, Prefetch>(w, cols, xa, nullptr, y, pf);
     } else {
         const __m256i ones16 = _mm256_set1_epi16(1);
@@ -319,9 +346,20 @@ const int16_t* q6k_x32(const q8_act* xa, int64_t cols) {
     return buf.data();
 }
 
+// x as row_dot<T> takes it: Q4_K with its group sums (q4k_lanes.h) in `with`, once per call.
+template <dtype T>
+const q8_act* row_act(const void* xv, int64_t cols, q8_act& with) {
+    const auto* xa = static_cast<const q8_act*>(xv);
+    if constexpr (T != dtype::q4_k) return xa;
+    with = *xa;
+    with.sums = q4k_group_sums(xa->qs, cols);
+    return &with;
+}
+
 template <dtype T>
 void rows(const uint8_t* w, int64_t rb, int64_t n_rows, int64_t cols, const void* xv, float* y) {
-    const auto* xa = static_cast<const q8_act*>(xv);
+    q8_act with;
+    const q8_act* xa = row_act<T>(xv, cols, with);
     if constexpr (T == dtype::q6_k) {
         if (n_rows >= 4) {
             const int16_t* x32 = q6k_x32(xa, cols);
@@ -339,9 +377,15 @@ void fill_rows(kernel_table& k) {
     ((k.rows[static_cast<int>(Ts)] = rows<Ts>, k.rows_cached[static_cast<int>(Ts)] = rows<Ts>), ...);
 }
 
+template <dtype T>
+void dots(const uint8_t* const* rows, const uint8_t* const* pf, int64_t n, int64_t cols, const void* x, float* y) {
+    q8_act with;
+    gather_dots<q8_act, row_dot<T, pf_l2>, row_dot<T, pf_none>>(rows, pf, n, cols, row_act<T>(x, cols, with), y);
+}
+
 template <dtype... Ts>
 void fill_dots(sparse_table& k) {
-    ((k.dots[static_cast<int>(Ts)] = gather_dots<q8_act, row_dot<Ts, pf_l2>, row_dot<Ts, pf_none>>), ...);
+    ((k.dots[static_cast<int>(Ts)] = dots<Ts>), ...);
 }
 
 #define SL_UNPACKED_TYPES                                                                                   \

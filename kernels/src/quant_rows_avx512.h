@@ -5,6 +5,7 @@
 // bits do not depend on which one runs. Anonymous namespace as row_dots_avx512.h (one copy per TU).
 #pragma once
 
+#include "q4k_lanes.h"
 #include "row_dots_avx512.h"
 
 #if defined(__AVX512VNNI__)
@@ -20,8 +21,8 @@ namespace {
 // steps of 32 elements with the same 4-element int32 lanes (zmm lane l and l + 8 are AVX2 lane l of
 // the two steps). Folding the zmm halves therefore gives the AVX2 accumulator lane for lane, and the
 // float arithmetic after it (convert, one FMA per super-block into two alternating accumulators, the
-// minimum correction in the same order) is written exactly as there. So the sparse gathers of other
-// ISA tables, the gemm rows and the tests' cross-ISA checks keep agreeing.
+// minimum correction in the same order; Q4_K: q4k_step of q4k_lanes.h) is written exactly as there. So
+// the sparse gathers of other ISA tables, the gemm rows and the tests' cross-ISA checks keep agreeing.
 
 constexpr int64_t qk = 256;
 
@@ -52,6 +53,7 @@ struct q4k {
     // Every lane still sums 4 products of one group: the same exact integers. L2-resident 4096-column
     // Q4_K gemv, one thread (Zen 4 VM, alternating runs in its fast phase): 22.4-22.5 -> 25.0-25.1 GB/s.
     static constexpr bool arranges_x = true;
+    static constexpr bool two_lanes = true;  // q4k_lanes.h
     static void arrange_x(__m512i (&xq)[4]) {
         SL_UNROLL
         for (int h = 0; h < 4; h += 2) {
@@ -121,6 +123,7 @@ struct q6k {
     static constexpr int64_t bytes = 210;
     static constexpr bool has_min = false;
     static constexpr bool arranges_x = false;
+    static constexpr bool two_lanes = false;
 
     static __m512i isum(const uint8_t* blk, const int8_t* xq, uint8_t*) {
         // Word 16 of sc16 is 0 (the VNNI path's zero high word of each scale dword).
@@ -185,6 +188,20 @@ template <typename B, int Prefetch>
 // array indexed by blk & 1, which GCC kept on the stack (a store-to-load round trip on every FMA).
 template <typename B, int Prefetch>
 [[gnu::always_inline]] inline void row_dot(const uint8_t* w, int64_t, int64_t cols, const q8_act* xa, float* y, const uint8_t* pf) {
+    if constexpr (B::two_lanes) {  // Q4_K: the two lanes of q4k_lanes.h (xa->sums set by kquant_act)
+        __m128 acc = _mm_setzero_ps();
+        for (int64_t blk = 0; blk < cols / qk; ++blk) {
+            if constexpr (Prefetch) prefetch_span<B::bytes, Prefetch>(pf, blk * B::bytes);
+            const uint8_t* p = w + blk * B::bytes;
+            uint8_t m[8];
+            const __m512i s = B::isum(p, xa->qs + blk * qk, m);
+            const __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
+            acc = q4k_step(acc, q4k_fold(s8), _mm_loadl_epi64(reinterpret_cast<const __m128i*>(m)),
+                           xa->sums + blk * (qk / 32), q4k_scales(p, xa->d[blk * (qk / 32)]));
+        }
+        *y = q4k_row_value(acc);
+        return;
+    }
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps(), corr = _mm256_setzero_ps();
     const int64_t nb = cols / qk;
     int64_t blk = 0;
@@ -201,7 +218,11 @@ template <typename B, int Prefetch>
 template <typename B>
 const q8_act* kquant_act(const void* xv, int64_t cols, q8_act& arranged) {
     const auto* xa = static_cast<const q8_act*>(xv);
-    if constexpr (B::arranges_x) return arranged_act<B>(xa, cols, arranged);
+    if constexpr (B::arranges_x) {
+        arranged_act<B>(xa, cols, arranged);
+        if constexpr (B::two_lanes) arranged.sums = q4k_group_sums(xa->qs, cols);
+        return &arranged;
+    }
     return xa;
 }
 
