@@ -126,6 +126,11 @@ void quantize_act_q8(const float* x, int64_t n, int8_t* qs, float* d, float* s);
 // multiple of dtype_block_elems(t). Bit-identical across ISAs.
 void quantize_act_for(dtype t, const kernel_table& kt, const float* x, int64_t n, int8_t* qs, float* d, float* s);
 
+// One group of 8 Q4_K rows (row r at rows + r * rb, `cols` elements) as the Q4_Kx8r group at `group`
+// (types.h), and back (layout.cpp).
+void rows_to_rows_x8(const uint8_t* rows, int64_t rb, int64_t cols, uint8_t* group);
+void rows_x8_to_rows(const uint8_t* group, int64_t cols, uint8_t* rows, int64_t rb);
+
 // gemm of a block-quantized w (n >= 2 tokens, cols > 0) as a blocked int8 GEMM on nt threads (gemm.cpp).
 void gemm_int8(const tensor_view& w, const float* x, int64_t n, float* y, int nt);
 // gemm of an F16/BF16 w (n >= 2, cols > 0) as a blocked f32 GEMM on nt threads (gemm.cpp).

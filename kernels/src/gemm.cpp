@@ -359,7 +359,12 @@ void gemm_float(const tensor_view& w, const float* x, int64_t n, float* y, int n
     }
 }
 
-void gemm_int8(const tensor_view& w, const float* x, int64_t n, float* y, int nt) {
+void gemm_int8(const tensor_view& wv, const float* x, int64_t n, float* y, int nt) {
+    // Q4_Kx8r: read as Q4_K (the same bytes per row, so whole groups address alike), each panel's groups
+    // copied back to Q4_K rows before the panel decodes them: the blocks and so the results of the rows.
+    const bool x8 = wv.type == dtype::q4_k_r8;
+    tensor_view w = wv;
+    if (x8) w.type = dtype::q4_k;
     const kernel_table& kt = active_table();
     const int8_kernel kern = active_int8_kernel();
     const int group = scales_per_16(w.type) ? 16 : 32;
@@ -396,7 +401,16 @@ void gemm_int8(const tensor_view& w, const float* x, int64_t n, float* y, int nt
         for (int64_t pi = p0; pi < p1; ++pi) {
             const int64_t r0 = pi * k_panel_rows;
             const int nr = static_cast<int>(std::min<int64_t>(k_panel_rows, w.rows - r0));
-            gemm_panel panel = buf.fill(w, r0, nr, group, kern.maddubs ? &enc : nullptr);
+            gemm_panel panel;
+            if (x8) {
+                thread_local std::vector<uint8_t> rows;
+                const int64_t rb = w.row_bytes();
+                rows.resize(static_cast<size_t>(k_panel_rows * rb));
+                for (int g = 0; g < nr; g += k_rows_x8) rows_x8_to_rows(w.row(r0 + g), w.cols, rows.data() + g * rb, rb);
+                panel = buf.fill({dtype::q4_k, nr, w.cols, rows.data()}, 0, nr, group, kern.maddubs ? &enc : nullptr);
+            } else {
+                panel = buf.fill(w, r0, nr, group, kern.maddubs ? &enc : nullptr);
+            }
             if (pi + 1 < p1) {
                 panel.next = w.row(r0 + k_panel_rows);
                 panel.next_bytes = std::min<int64_t>(k_panel_rows, w.rows - r0 - k_panel_rows) * w.row_bytes();

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include <omp.h>
@@ -174,6 +175,22 @@ owned_matrix to_input_major(const tensor_view& w, dtype type) {
     return m;
 }
 
+dtype rows_x8_type(dtype t) { return t == dtype::q4_k ? dtype::q4_k_r8 : t; }
+
+bool rows_x8_native() { return detail::active_table().rows[static_cast<int>(dtype::q4_k_r8)] != nullptr; }
+
+owned_matrix to_rows_x8(const tensor_view& w) {
+    assert(w.type == dtype::q4_k && w.rows % k_rows_x8 == 0 && "Q4_Kx8r holds Q4_K rows in groups of 8");
+    owned_matrix m;
+    m.view = {dtype::q4_k_r8, w.rows, w.cols, nullptr};
+    uint8_t* dst = aligned_buffer(m.bytes, m.view.bytes());
+    m.view.data = dst;
+    const int64_t groups = w.rows / k_rows_x8, gb = k_rows_x8 * w.row_bytes();
+#pragma omp parallel for schedule(static) if (groups > 64)
+    for (int64_t g = 0; g < groups; ++g) detail::rows_to_rows_x8(w.row(g * k_rows_x8), w.row_bytes(), w.cols, dst + g * gb);
+    return m;
+}
+
 owned_bundles make_bundles(const tensor_view& gate, const tensor_view& up, const tensor_view& down, dtype type) {
     assert(gate.rows == up.rows && gate.cols == up.cols && "gate and up must have the same shape");
     assert(down.rows == gate.cols && down.cols == gate.rows && "down must be [dim, hidden]");
@@ -209,4 +226,38 @@ owned_pairs make_pairs(const tensor_view& rows, const tensor_view& down, dtype d
     return p;
 }
 
+namespace detail {
+
+// Where the parts of Q4_K block (row r, super-block b) go in a Q4_Kx8r group (types.h): one walk for
+// both directions (rows -> group when the rows are the const side), so the two cannot disagree.
+template <typename Rows, typename Group>
+void move_rows_x8(Rows* rows, int64_t rb, int64_t cols, Group* group) {
+    constexpr int64_t bytes = 144, gbytes = k_rows_x8 * bytes;
+    for (int64_t b = 0; b < cols / qk_k; ++b) {
+        Group* o = group + b * gbytes;
+        for (int r = 0; r < k_rows_x8; ++r) {
+            Rows* p = rows + r * rb + b * bytes;
+            const auto move = [&](int64_t at_group, int64_t at_block, size_t n) {
+                if constexpr (std::is_const_v<Rows>)
+                    std::memcpy(o + at_group, p + at_block, n);
+                else
+                    std::memcpy(p + at_block, o + at_group, n);
+            };
+            move(2 * r, 0, 2);                         // d
+            move(16 + 2 * r, 2, 2);                    // dmin
+            for (int w = 0; w < 3; ++w) move(32 + 32 * w + 4 * r, 4 + 4 * w, 4);  // scale word w
+            for (int k = 0; k < 16; ++k) move(128 + 64 * k + 8 * r, 16 + 8 * k, 8);
+        }
+    }
+}
+
+void rows_to_rows_x8(const uint8_t* rows, int64_t rb, int64_t cols, uint8_t* group) {
+    move_rows_x8(rows, rb, cols, group);
+}
+
+void rows_x8_to_rows(const uint8_t* group, int64_t cols, uint8_t* rows, int64_t rb) {
+    move_rows_x8(rows, rb, cols, group);
+}
+
+}  // namespace detail
 }  // namespace sl::kernels

@@ -1,5 +1,5 @@
 // Private: the float steps every Q4_K dot takes against Q8_K activations, shared by the row kernels of
-// the AVX2 and AVX-512 files and the 8-row interleaved kernels (Q4_Kx8r, q4k_r8.cpp). Include only from
+// the AVX2 and AVX-512 files and the 8-row interleaved kernel (Q4_Kx8r, q4k_r8_avx512.h). Include only from
 // files built with AVX2 + FMA + F16C (anonymous namespace: one copy per TU, as row_dots_avx2.h).
 //
 // A row's dot is kept in two float lanes: lane e sums the elements whose index mod 8 is in [4e, 4e + 4).

@@ -218,6 +218,9 @@ const quant_traits& quant_info(dtype t) {
         k_none,  // q8_0x8, q4_0x8, q6_0x8: input-major layouts, read by the chunk kernels only
         k_none,
         k_none,
+        // q4_k_r8: Q4_K interleaved for the dense kernels, which take Q8_K activations; it has no block
+        // decoder (gemm reads its rows back as Q4_K blocks, rows_x8_to_rows)
+        {nullptr, act_kind::q8_k, true, false},
     };
     return table[static_cast<int>(t)];
 }

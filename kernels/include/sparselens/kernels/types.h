@@ -13,8 +13,9 @@ enum class dtype : uint8_t {
     f32 = 0, f16 = 1, bf16 = 2, q8_0 = 3, q4_0 = 4,
     q4_1 = 5, q5_0 = 6, q5_1 = 7, q2_k = 8, q3_k = 9, q4_k = 10, q5_k = 11, q6_k = 12, iq4_nl = 13, iq4_xs = 14,
     q8_0x8 = 15, q4_0x8 = 16, q6_0x8 = 17,  // input-major layouts only, never in a file
+    q4_k_r8 = 18,                           // dense rows' layout only, never in a file
 };
-inline constexpr int n_dtypes = 18;
+inline constexpr int n_dtypes = 19;
 
 inline constexpr int32_t qk8_0 = 32;  // elements per Q8_0 block
 inline constexpr int32_t qk4_0 = 32;  // elements per Q4_0 block
@@ -48,6 +49,15 @@ inline constexpr int32_t k_x8_blocks = 8;
 // more than Q6_K's 6.5625: Q6_K matrices (a Q4_K_M file's W_down in some layers) are laid out input-major
 // in it instead of Q8_0's 8.5 bits (one more rounding, to a 6-bit grid per 32 outputs).
 
+// Q4_Kx8r: Q4_K rows interleaved 8 at a time for the dense gemv (kernels::to_rows_x8). Per group of 8
+// rows and super-block, 1152 bytes (8 x 144, the same bytes as the 8 blocks): the 8 d (fp16), the 8 dmin,
+// the 8 rows' 4-byte scale words 0, then words 1, then words 2 (each row's 12 scale bytes), then 16 x 64
+// bytes of nibbles, piece k holding bytes 8k..8k+7 of each row's 128 in row order. A view of this type
+// has the rows and cols of the matrix (rows a multiple of 8); rows r..r+7 (r % 8 == 0) start at
+// data + r * row_bytes(), so row ranges of whole groups address like a row-major matrix's. Only the
+// dense kernels (gemv, gemv_multi, gemm) read it; a row's result has the bits of the Q4_K row kernels.
+inline constexpr int32_t k_rows_x8 = 8;
+
 // The other block layouts (byte offsets as ggml's structs; all fp16 fields little-endian). The
 // decoders in kernels/src/quant_unpack.cpp document each one's element formula.
 //   Q4_1   d, m, qs[16]                           x = d*nib + m
@@ -79,7 +89,7 @@ inline constexpr dtype_traits k_dtype_traits[n_dtypes] = {
     {"Q3_K", 11, 256, 110, false}, {"Q4_K", 12, 256, 144, false}, {"Q5_K", 13, 256, 176, false},
     {"Q6_K", 14, 256, 210, false}, {"IQ4_NL", 20, 32, 18, false}, {"IQ4_XS", 23, 256, 136, false},
     {"Q8_0x8", k_no_ggml_id, 256, 272, true}, {"Q4_0x8", k_no_ggml_id, 256, 144, true},
-    {"Q6_0x8", k_no_ggml_id, 256, 208, true},
+    {"Q6_0x8", k_no_ggml_id, 256, 208, true},  {"Q4_Kx8r", k_no_ggml_id, 256, 144, false},
 };
 
 constexpr const dtype_traits& dtype_info(dtype t) { return k_dtype_traits[static_cast<int>(t)]; }
