@@ -327,6 +327,7 @@ std::string report_memory(const context& ctx, const std::string& path, uint64_t 
                    {"resident_weight_bytes", held},
                    {"resident_weights_over_model_weights", model_weights ? double(held) / model_weights : 0.0},
                    {"layout_bytes", ctx.layout_bytes()},
+                   {"rows_x8_bytes", ctx.rows_x8_bytes()},
                    {"rss_bytes", rss},
                    {"rss_over_load_bytes", over_load},
                    {"peak_rss_bytes", peak},
@@ -402,7 +403,11 @@ int run_bench(const bench_opts& o) {
             m.reset();
             m.emplace(take(model_load(o.model_path)));
         }
-        context ctx = take(context::create(*m, cp));
+        // Beside a method: neither context hands back pages the other reads (dense's Q4_Kx8r copies replace
+        // matrices the method may read row by row).
+        context_params dcp = cp;
+        dcp.keep_replaced = with_method;
+        context ctx = take(context::create(*m, dcp));
         std::unique_ptr<sparsity_method> method;
         std::optional<context> mctx;
         if (with_method) {

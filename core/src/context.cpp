@@ -83,6 +83,7 @@ result<context> context::create(const model& m, const context_params& params) {
     c.m_density_sum.assign(static_cast<size_t>(hp.n_layers), layer_density{});
     for (layer_density& d : c.m_density_sum) std::fill(std::begin(d.d), std::end(d.d), 0.0f);
     c.m_read_sum = c.m_density_sum;
+    c.update_rows_x8();  // dense until set_method: every Q4_K matrix read whole
     return c;
 }
 
@@ -125,12 +126,13 @@ void context::layer_forward(int32_t l, int32_t n, int32_t pos0) {
     kernels::rmsnorm_rows(m_xb.data(), m_x.data(), lw.attn_norm, n, dim, hp.norm_eps);
     observe(l, probe::attn_in, pos0, n, m_xb.data(), dim);
     lap(stage::other);
-    project_same_x<3>({&lw.wq, &lw.wk, &lw.wv}, {m_q.data(), m_k.data(), m_v.data()}, m_xb.data(), n, m_threads);
+    project_same_x<3>({&dense_view(l, proj::q), &dense_view(l, proj::k), &dense_view(l, proj::v)},
+                      {m_q.data(), m_k.data(), m_v.data()}, m_xb.data(), n, m_threads);
     lap(stage::qkv);
     finish_qkv(l, n, pos0);
     attend(l, n, pos0);
     lap(stage::attention);
-    project(lw.wo, m_att.data(), n, m_proj.data(), m_threads);
+    project(dense_view(l, proj::o), m_att.data(), n, m_proj.data(), m_threads);
     lap(stage::o);
     add_residual(lw.post_attn_norm, n);
 
@@ -138,14 +140,15 @@ void context::layer_forward(int32_t l, int32_t n, int32_t pos0) {
     kernels::rmsnorm_rows(m_xb.data(), m_x.data(), lw.ffn_norm, n, dim, hp.norm_eps);
     observe(l, probe::mlp_in, pos0, n, m_xb.data(), dim);
     lap(stage::other);
-    project_same_x<2>({&lw.w_gate, &lw.w_up}, {m_gate.data(), m_up.data()}, m_xb.data(), n, m_threads);
+    project_same_x<2>({&dense_view(l, proj::gate), &dense_view(l, proj::up)}, {m_gate.data(), m_up.data()},
+                      m_xb.data(), n, m_threads);
     observe(l, probe::gate_pre, pos0, n, m_gate.data(), hidden);
     observe(l, probe::up_pre, pos0, n, m_up.data(), hidden);
     lap(stage::mlp_in);
     glu(m_gate.data(), m_gate.data(), m_up.data(), static_cast<int64_t>(n) * hidden);
     observe(l, probe::glu, pos0, n, m_gate.data(), hidden);
     lap(stage::glu);
-    project(lw.w_down, m_gate.data(), n, m_proj.data(), m_threads);
+    project(dense_view(l, proj::down), m_gate.data(), n, m_proj.data(), m_threads);
     lap(stage::down);
     add_residual(lw.post_ffn_norm, n);
     lap(stage::other);

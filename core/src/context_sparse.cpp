@@ -45,6 +45,8 @@ void context::set_method(sparsity_method* method) {
     if (!method) {  // the plain forward reads the row-major matrices (released pages fault back in)
         m_layouts.clear();
         m_released_bytes = 0;
+        m_rows_read.assign(m_model->layers.size(), 0);
+        update_rows_x8();
         return;
     }
     // One layout per matrix for the union of the reserved traits and this method's; this method's
@@ -118,10 +120,57 @@ void context::set_method(sparsity_method* method) {
             }
         }
     }
+    // Which matrices keep their rows (no Q4_Kx8r copy): those with a layout of their own, gate/up read as
+    // output-sparse neurons or copied into bundles, pairs' sources, and whatever the MLP takes from
+    // elsewhere (an offload source, FFSplit's split, the fused caches).
+    const bool split = m_traits.split_mlp || r.split_mlp;
+    m_rows_read.assign(n_layers, 0);
+    for (size_t l = 0; l < n_layers; ++l) {
+        for (int p = 0; p < proj_count; ++p) {
+            const bool mlp = p >= static_cast<int>(proj::gate), down = p == static_cast<int>(proj::down);
+            const bool rows_used = mlp && !down && (neurons || fused);
+            const bool paired = pairs && (down || p == static_cast<int>(up_first ? proj::gate : proj::up));
+            if (m_layouts[l].has[p] || rows_used || paired || (mlp && (m_mlp_source || split || fused)))
+                m_rows_read[l] = static_cast<uint8_t>(m_rows_read[l] | 1u << p);
+        }
+    }
+    update_rows_x8();
     if (m_traits.fused && !m_mlp_source) {  // offloaded weights never take the fused path
         std::vector<tensor_view> down_t(n_layers);
         for (size_t l = 0; l < n_layers; ++l) down_t[l] = m_layouts[l].t[static_cast<int>(proj::down)].view;
         m_fused = make_fused_state(*m_model, down_t, m_threads, m_traits.fused_fixed);
+    }
+}
+
+const tensor_view& context::dense_view(int32_t l, proj p) const {
+    const auto i = static_cast<size_t>(l);
+    const int pi = static_cast<int>(p);
+    if (i < m_rows_x8.size() && m_rows_x8[i].has[pi]) return m_rows_x8[i].x8[pi].view;
+    return proj_view(m_model->layers[i], p);
+}
+
+void context::update_rows_x8() {
+    const size_t n_layers = m_model->layers.size();
+    m_rows_x8.resize(n_layers);
+    m_rows_read.resize(n_layers, 0);
+    const bool native = kernels::rows_x8_native();  // elsewhere a copy would only add the copy back
+    const weight_storage* ws = m_model->storage.get();
+    for (size_t l = 0; l < n_layers; ++l) {
+        layer_rows& lr = m_rows_x8[l];
+        for (int p = 0; p < proj_count; ++p) {
+            const tensor_view& w = proj_view(m_model->layers[l], static_cast<proj>(p));
+            const bool want = native && w.type == dtype::q4_k && w.rows > 0 && w.rows % k_rows_x8 == 0 &&
+                              !(m_rows_read[l] >> p & 1u);
+            if (want == lr.has[p]) continue;
+            lr.has[p] = want;
+            if (want) {
+                lr.x8[p] = kernels::to_rows_x8(w);
+                lr.released[p] = !m_keep_replaced && ws && ws->release(w);
+            } else {  // the original's pages fault back in as they are read
+                lr.x8[p] = {};
+                lr.released[p] = false;
+            }
+        }
     }
 }
 
@@ -140,13 +189,25 @@ uint64_t context::layout_bytes() const {
     return bytes;
 }
 
+uint64_t context::rows_x8_bytes() const {
+    uint64_t bytes = 0;
+    for (const layer_rows& lr : m_rows_x8)
+        for (int p = 0; p < proj_count; ++p)
+            if (lr.has[p]) bytes += lr.x8[p].bytes.size();
+    return bytes;
+}
+
 uint64_t context::resident_weight_bytes() const {
     const uint64_t model_bytes = model_count_bytes(*m_model).total();
     uint64_t out = m_released_bytes;
+    for (size_t l = 0; l < m_rows_x8.size(); ++l)
+        for (int p = 0; p < proj_count; ++p)
+            if (m_rows_x8[l].released[p])
+                out += static_cast<uint64_t>(proj_view(m_model->layers[l], static_cast<proj>(p)).bytes());
     for (size_t l = 0; l < m_rows_paged.size(); ++l)
         if (m_rows_paged[l])
             out += static_cast<uint64_t>(m_model->layers[l].w_gate.bytes() + m_model->layers[l].w_up.bytes());
-    return model_bytes - std::min(model_bytes, out) + layout_bytes() + fused_stats().memory_bytes;
+    return model_bytes - std::min(model_bytes, out) + rows_x8_bytes() + layout_bytes() + fused_stats().memory_bytes;
 }
 
 void context::reset_density() {
@@ -276,6 +337,7 @@ void project_in_multi(int n, const tensor_view* const* w, const tensor_view* con
 bool project_rows(const tensor_view& w, const tensor_view* wt, const index_mask& in, const index_mask& rows,
                   const float* x, float* y_full, float* compact, int threads, const read_note& note) {
     if (rows.all) return project_in(w, wt, in, x, y_full, threads, note);
+    assert(w.type != dtype::q4_k_r8 && "rows read one by one are never regrouped (set_method's m_rows_read)");
     if (in.all) {
         const int64_t n = static_cast<int64_t>(rows.idx.size());
         kernels::gemv_output_sparse(w, x, rows.idx.data(), n, compact, threads);
@@ -295,7 +357,6 @@ bool project_rows(const tensor_view& w, const tensor_view* wt, const index_mask&
 
 void context::mlp_sparse(int32_t l, const token_info& ti) {
     const model_hparams& hp = m_model->hp;
-    const layer_weights& lw = m_model->layers[static_cast<size_t>(l)];
     const layer_layouts& ll = m_layouts[static_cast<size_t>(l)];
     const int32_t hidden = hp.hidden_dim;
     const std::span<const float> xb(m_xb.data(), static_cast<size_t>(hp.dim));
@@ -326,7 +387,7 @@ void context::mlp_sparse(int32_t l, const token_info& ti) {
     if (m_mlp_source && !fetch(mlp_weight_source::stage::inputs)) return;
     const int mi[proj_count] = {0, 0, 0, 0, 0, 1, 2};  // gate, up, down -> 0, 1, 2
     auto proj_w = [&](proj p) -> const tensor_view& {
-        return m_mlp_source ? src.rows[mi[static_cast<int>(p)]] : proj_view(lw, p);
+        return m_mlp_source ? src.rows[mi[static_cast<int>(p)]] : dense_view(l, p);
     };
     auto layout = [&](proj p) -> const tensor_view* {
         if (m_mlp_source) {
@@ -462,7 +523,7 @@ void context::layer_forward_sparse(int32_t l, int32_t pos) {
         lap(stage::select);
     }
     {
-        const tensor_view* w[3] = {&lw.wq, &lw.wk, &lw.wv};
+        const tensor_view* w[3] = {&dense_view(l, proj::q), &dense_view(l, proj::k), &dense_view(l, proj::v)};
         const tensor_view* wt[3] = {layout(proj::q), layout(proj::k), layout(proj::v)};
         const index_mask* in[3] = {&m_masks.q_in, &m_masks.k_in, &m_masks.v_in};
         float* y[3] = {m_q.data(), m_k.data(), m_v.data()};
@@ -477,7 +538,7 @@ void context::layer_forward_sparse(int32_t l, int32_t pos) {
         m_method->select_o_input(ti, {m_att.data(), static_cast<size_t>(hp.q_dim())}, m_masks);
         lap(stage::select);
     }
-    m_read_whole[static_cast<int>(proj::o)] = project_in(lw.wo, layout(proj::o), m_masks.o_in, m_att.data(),
+    m_read_whole[static_cast<int>(proj::o)] = project_in(dense_view(l, proj::o), layout(proj::o), m_masks.o_in, m_att.data(),
                                                          m_proj.data(), m_threads, {m_read_log, stage::o});
     lap(stage::o);
     add_residual(lw.post_attn_norm, 1);

@@ -17,7 +17,10 @@
 #include "offload_harness.h"
 #include "peer_parity.h"
 #include "sparselens/core/fingerprint.h"
+#include "sparselens/core/model_stats.h"
 #include "sparselens/core/synthetic.h"
+#include "sparselens/kernels/kernels.h"
+#include "sparselens/kernels/sparse.h"
 
 namespace {
 
@@ -166,6 +169,56 @@ TEST(OffloadKQuant, FusedMethodsRunFusedOnKQuantFiles) {
         for (const layer_density& d : a.density_sum()) mlp += d.mlp();
         mlp /= static_cast<double>(a.density_sum().size()) * static_cast<double>(a.density_tokens());
         EXPECT_NEAR(mlp, 0.5, 0.01) << "generation ran the method's neuron sets";
+    }
+}
+
+// The engine on the same Q4_K_M file (not offloaded): a dense context regroups its Q4_K matrices 8 rows at
+// a time (Q4_Kx8r) where the CPU has the kernel for it, a method context those it reads only whole. The
+// logits equal a run on the row-major Q4_K rows (the AVX2 ISA, which makes no copies) bit for bit, dense
+// and with GLU pruning at density 1, and the copies replace the originals: the resident weights stay the
+// file's.
+TEST(OffloadKQuant, DenseRowsX8KeepBitsAndMemory) {
+    const fixture& f = kq();
+    if (!kernels::rows_x8_native()) GTEST_SKIP() << "no AVX-512 VNNI: the engine makes no Q4_Kx8r copies";
+    struct run_out {
+        std::vector<float> logits;
+        double resident;
+        uint64_t x8_bytes;
+    };
+    auto run = [&](kernels::isa i, const std::string& method_name) {
+        const kernels::isa was = kernels::active_isa();
+        kernels::set_active_isa(i);
+        context_params cp = context_default_params();
+        cp.n_ctx = 64;
+        context ctx = context::create(f.m, cp).value();
+        std::unique_ptr<sparsity_method> meth;
+        if (method_name != "none") {
+            method_config mc;
+            mc.name = method_name;
+            meth = make_method(mc, f.m, nullptr).value();
+            ctx.set_method(meth.get());
+        }
+        std::vector<float> out;
+        const std::span<const int32_t> prompt(f.tokens.data(), 8);
+        const float* lg = method_name != "none" ? ctx.decode(prompt[0], 0) : ctx.prefill(prompt, 0);
+        for (int32_t pos = method_name != "none" ? 1 : 8; pos < 16; ++pos) {
+            out.insert(out.end(), lg, lg + ctx.vocab_size());
+            lg = ctx.decode(f.tokens[static_cast<size_t>(pos)], pos);
+        }
+        out.insert(out.end(), lg, lg + ctx.vocab_size());
+        const run_out r{out, static_cast<double>(ctx.resident_weight_bytes()), ctx.rows_x8_bytes()};
+        kernels::set_active_isa(was);
+        return r;
+    };
+    const double weights = static_cast<double>(model_count_bytes(f.m).total());
+    for (const std::string name : {"none", "glu"}) {
+        const run_out rows = run(kernels::isa::avx2, name), x8 = run(kernels::isa::avx512, name);
+        EXPECT_EQ(rows.x8_bytes, 0u) << name;
+        EXPECT_GT(x8.x8_bytes, 0u) << name;
+        ASSERT_EQ(rows.logits.size(), x8.logits.size());
+        EXPECT_EQ(0, std::memcmp(rows.logits.data(), x8.logits.data(), rows.logits.size() * 4)) << name;
+        EXPECT_LE(x8.resident, 1.001 * weights) << name;
+        EXPECT_LE(rows.resident, 1.001 * weights) << name;
     }
 }
 

@@ -137,12 +137,16 @@ public:
     // set_method: the method's MLP input-major copies are then not built (the source provides them).
     // Only the single-token sparse path (a method attached) reads from it; fused methods are not offloaded.
     void set_mlp_source(mlp_weight_source* s) { m_mlp_source = s; }
+    // The method's layouts (input-major, pairs); not the Q4_Kx8r copies, which only regroup a matrix's
+    // bytes (an offload runtime counts the attention weights they hold as the model's).
     uint64_t layout_bytes() const;
+    // The Q4_Kx8r copies' bytes (Q4_K matrices read only whole, regrouped for the dense kernels).
+    uint64_t rows_x8_bytes() const;
     // Weight bytes this context keeps resident: the model's weight tensors, minus the row-major
-    // matrices a layout replaced whose pages were handed back (and the gate/up pages a fixed fused set
-    // handed back until the next prompt, method_traits::fused_fixed), plus the layouts and a fused
-    // method's compact buffers (the issue-12 memory metric; `bench --json` reports it over the model's
-    // weights).
+    // matrices a layout or a Q4_Kx8r copy replaced whose pages were handed back (and the gate/up pages
+    // a fixed fused set handed back until the next prompt, method_traits::fused_fixed), plus the
+    // layouts, the Q4_Kx8r copies and a fused method's compact buffers (the issue-12 memory metric;
+    // `bench --json` reports it over the model's weights).
     uint64_t resident_weight_bytes() const;
     // Differential-cache statistics of a fused method (all zero otherwise).
     fused_mlp_stats fused_stats() const;
@@ -183,6 +187,11 @@ private:
     void mlp_pairs(int32_t l, const token_info& ti, const index_mask& rows);
     void mlp_split(int32_t l, const token_info& ti, layer_density& d);
     void release_view(const tensor_view& w);  // hands back w's pages, counted in m_released_bytes
+    // The matrix projection p of layer l's dense gemv/gemm reads: its Q4_Kx8r copy where there is one.
+    const tensor_view& dense_view(int32_t l, proj p) const;
+    // Makes the Q4_Kx8r copies match m_rows_read: every Q4_K matrix (whole groups of 8 rows, a CPU with
+    // the kernel of its own) that nothing reads row by row or through a layout of its own (context_sparse.cpp).
+    void update_rows_x8();
     // The per-layer pieces the dense and sparse paths share (context_blocks.cpp); they branch on the
     // model's arch_features, never on its architecture name.
     void build_rope_tables();
@@ -222,6 +231,17 @@ private:
     bool m_prompt_open = false;
     std::vector<layer_layouts> m_layouts;
     uint64_t m_released_bytes = 0;  // row-major bytes the layouts replaced and gave back (set_method)
+    // Q4_K matrices read only whole, regrouped 8 rows at a time (kernels::to_rows_x8): the dense gemv's
+    // Q4_K rows ran compute-bound (24 GB/s per thread from L2 against 51 on Q4_Kx8r), and every row keeps
+    // its bits. Like the input-major layouts they replace the original, whose pages are handed back.
+    struct layer_rows {
+        kernels::owned_matrix x8[proj_count];
+        bool has[proj_count] = {};
+        bool released[proj_count] = {};
+    };
+    std::vector<layer_rows> m_rows_x8;
+    // Per layer, bit p: projection p is read row by row or through a layout (no Q4_Kx8r copy); set_method.
+    std::vector<uint8_t> m_rows_read;
     std::vector<uint8_t> m_rows_paged;  // per layer: gate/up pages handed back after a fixed fused copy
     layer_masks m_masks;
     std::vector<layer_density> m_density_sum;
