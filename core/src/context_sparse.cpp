@@ -3,7 +3,9 @@
 #include <cassert>
 #include <cmath>
 #include <cstring>
+#include <new>
 
+#include "anon_buffer.h"
 #include "fused_mlp_cache.h"
 #include "weight_storage.h"
 #include "sparselens/core/context.h"
@@ -145,7 +147,7 @@ void context::set_method(sparsity_method* method) {
 const tensor_view& context::dense_view(int32_t l, proj p) const {
     const auto i = static_cast<size_t>(l);
     const int pi = static_cast<int>(p);
-    if (i < m_rows_x8.size() && m_rows_x8[i].has[pi]) return m_rows_x8[i].x8[pi].view;
+    if (i < m_rows_x8.size() && m_rows_x8[i].has[pi]) return m_rows_x8[i].x8[pi];
     return proj_view(m_model->layers[i], p);
 }
 
@@ -154,24 +156,44 @@ void context::update_rows_x8() {
     m_rows_x8.resize(n_layers);
     m_rows_read.resize(n_layers, 0);
     const bool native = kernels::rows_x8_native();  // elsewhere a copy would only add the copy back
-    const weight_storage* ws = m_model->storage.get();
-    for (size_t l = 0; l < n_layers; ++l) {
-        layer_rows& lr = m_rows_x8[l];
+    auto wanted = [&](size_t l, int p) {
+        const tensor_view& w = proj_view(m_model->layers[l], static_cast<proj>(p));
+        return native && w.type == dtype::q4_k && w.rows > 0 && w.rows % k_rows_x8 == 0 && !(m_rows_read[l] >> p & 1u);
+    };
+    auto at = [](uint64_t off) { return (off + 63) / 64 * 64; };  // whole-line starts
+    bool same = true;
+    uint64_t total = 0;
+    for (size_t l = 0; l < n_layers; ++l)
         for (int p = 0; p < proj_count; ++p) {
-            const tensor_view& w = proj_view(m_model->layers[l], static_cast<proj>(p));
-            const bool want = native && w.type == dtype::q4_k && w.rows > 0 && w.rows % k_rows_x8 == 0 &&
-                              !(m_rows_read[l] >> p & 1u);
-            if (want == lr.has[p]) continue;
-            lr.has[p] = want;
-            if (want) {
-                lr.x8[p] = kernels::to_rows_x8(w);
-                lr.released[p] = !m_keep_replaced && ws && ws->release(w);
-            } else {  // the original's pages fault back in as they are read
-                lr.x8[p] = {};
-                lr.released[p] = false;
-            }
+            const bool want = wanted(l, p);
+            same = same && want == m_rows_x8[l].has[p];
+            if (want) total = at(total) + static_cast<uint64_t>(proj_view(m_model->layers[l], static_cast<proj>(p)).bytes());
         }
+    if (same) return;
+    // Rebuilt whole, old arena first out: originals it replaced fault back in as the new copies read them.
+    for (layer_rows& lr : m_rows_x8) lr = {};
+    m_rows_x8_arena.reset();
+    if (total == 0) return;
+    auto arena = std::make_shared<anon_buffer>();
+    try {
+        arena->grow(total);
+    } catch (const std::bad_alloc&) {
+        return;  // no copies: the rows serve, as on a CPU without the kernel
     }
+    const weight_storage* ws = m_model->storage.get();
+    uint64_t off = 0;
+    for (size_t l = 0; l < n_layers; ++l)
+        for (int p = 0; p < proj_count; ++p) {
+            if (!wanted(l, p)) continue;
+            const tensor_view& w = proj_view(m_model->layers[l], static_cast<proj>(p));
+            off = at(off);
+            layer_rows& lr = m_rows_x8[l];
+            lr.x8[p] = kernels::to_rows_x8(w, arena->data() + off);
+            lr.has[p] = true;
+            lr.released[p] = !m_keep_replaced && ws && ws->release(w);
+            off += static_cast<uint64_t>(w.bytes());
+        }
+    m_rows_x8_arena = std::move(arena);
 }
 
 void context::release_view(const tensor_view& w) {
@@ -189,13 +211,7 @@ uint64_t context::layout_bytes() const {
     return bytes;
 }
 
-uint64_t context::rows_x8_bytes() const {
-    uint64_t bytes = 0;
-    for (const layer_rows& lr : m_rows_x8)
-        for (int p = 0; p < proj_count; ++p)
-            if (lr.has[p]) bytes += lr.x8[p].bytes.size();
-    return bytes;
-}
+uint64_t context::rows_x8_bytes() const { return m_rows_x8_arena ? m_rows_x8_arena->size() : 0; }
 
 uint64_t context::resident_weight_bytes() const {
     const uint64_t model_bytes = model_count_bytes(*m_model).total();

@@ -179,15 +179,17 @@ dtype rows_x8_type(dtype t) { return t == dtype::q4_k ? dtype::q4_k_r8 : t; }
 
 bool rows_x8_native() { return detail::active_table().rows[static_cast<int>(dtype::q4_k_r8)] != nullptr; }
 
-owned_matrix to_rows_x8(const tensor_view& w) {
+tensor_view to_rows_x8(const tensor_view& w, uint8_t* dst) {
     assert(w.type == dtype::q4_k && w.rows % k_rows_x8 == 0 && "Q4_Kx8r holds Q4_K rows in groups of 8");
-    owned_matrix m;
-    m.view = {dtype::q4_k_r8, w.rows, w.cols, nullptr};
-    uint8_t* dst = aligned_buffer(m.bytes, m.view.bytes());
-    m.view.data = dst;
     const int64_t groups = w.rows / k_rows_x8, gb = k_rows_x8 * w.row_bytes();
 #pragma omp parallel for schedule(static) if (groups > 64)
     for (int64_t g = 0; g < groups; ++g) detail::rows_to_rows_x8(w.row(g * k_rows_x8), w.row_bytes(), w.cols, dst + g * gb);
+    return {dtype::q4_k_r8, w.rows, w.cols, dst};
+}
+
+owned_matrix to_rows_x8(const tensor_view& w) {
+    owned_matrix m;
+    m.view = to_rows_x8(w, aligned_buffer(m.bytes, w.bytes()));
     return m;
 }
 

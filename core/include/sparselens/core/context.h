@@ -17,6 +17,8 @@
 
 namespace sl {
 
+class anon_buffer;
+
 struct context_params {
     int32_t n_ctx = 0;      // 0: the model's seq_len
     int32_t n_threads = 0;  // 0: OpenMP default
@@ -234,12 +236,15 @@ private:
     // Q4_K matrices read only whole, regrouped 8 rows at a time (kernels::to_rows_x8): the dense gemv's
     // Q4_K rows ran compute-bound (24 GB/s per thread from L2 against 51 on Q4_Kx8r), and every row keeps
     // its bits. Like the input-major layouts they replace the original, whose pages are handed back.
+    // All in one arena on huge pages, as the loaded weights are (streamed on 4 KiB pages they decoded slower
+    // than the rows they replace).
     struct layer_rows {
-        kernels::owned_matrix x8[proj_count];
+        tensor_view x8[proj_count];
         bool has[proj_count] = {};
         bool released[proj_count] = {};
     };
     std::vector<layer_rows> m_rows_x8;
+    std::shared_ptr<anon_buffer> m_rows_x8_arena;  // shared_ptr: incomplete type here
     // Per layer, bit p: projection p is read row by row or through a layout (no Q4_Kx8r copy); set_method.
     std::vector<uint8_t> m_rows_read;
     std::vector<uint8_t> m_rows_paged;  // per layer: gate/up pages handed back after a fixed fused copy

@@ -34,6 +34,8 @@ bool rows_x8_native();
 // w (Q4_K, rows a multiple of 8) as Q4_Kx8r: the same bytes regrouped. gemv, gemv_multi and gemm on the
 // copy give every row the bits they give it on w (q4k_lanes.h).
 owned_matrix to_rows_x8(const tensor_view& w);
+// The same into dst (w.bytes() bytes; 64-byte aligned for whole-line loads), returning its view.
+tensor_view to_rows_x8(const tensor_view& w, uint8_t* dst);
 
 // The type an input-major layout of `w` is written in, wherever one is made (the engine's layouts that
 // replace a matrix, the offload pack's columns): the matrix's own type when encodable, else the
