@@ -77,6 +77,7 @@ int run_generate(const generate_opts& o, bool write_logits) {
     context_params cp = context_default_params();
     cp.n_threads = o.threads;
     context ctx = take(context::create(*lm.m, cp));
+    ctx.prepare();  // before the prompt's timing starts
     generation_request q = o.gen;
     if (write_logits) q.temperature = 0.0f;
     q.prompt_logits = write_logits;

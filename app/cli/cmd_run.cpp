@@ -35,6 +35,7 @@ int run_run(const run_opts& o) {
     cp.n_threads = o.threads;
     context ctx = take(context::create(*lm.m, cp));
     ctx.set_method(rt.method.get());
+    ctx.prepare();  // before the prompt's timing starts
     ctx.set_residency(rt.residency.get());
     generation_request q = o.gen;
     q.stream = !o.json;

@@ -83,7 +83,6 @@ result<context> context::create(const model& m, const context_params& params) {
     c.m_density_sum.assign(static_cast<size_t>(hp.n_layers), layer_density{});
     for (layer_density& d : c.m_density_sum) std::fill(std::begin(d.d), std::end(d.d), 0.0f);
     c.m_read_sum = c.m_density_sum;
-    c.update_rows_x8();  // dense until set_method: every Q4_K matrix read whole
     return c;
 }
 
@@ -155,6 +154,7 @@ void context::layer_forward(int32_t l, int32_t n, int32_t pos0) {
 }
 
 void context::forward_chunk(const int32_t* tokens, int32_t n, int32_t pos0, float* logits_out, bool all_logits) {
+    prepare();
     const model& m = *m_model;
     const int32_t dim = m.hp.dim;
     assert(n > 0 && n <= m_batch && pos0 >= 0 && pos0 + n <= m_n_ctx);

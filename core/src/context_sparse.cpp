@@ -48,7 +48,7 @@ void context::set_method(sparsity_method* method) {
         m_layouts.clear();
         m_released_bytes = 0;
         m_rows_read.assign(m_model->layers.size(), 0);
-        update_rows_x8();
+        m_rows_x8_pending = true;
         return;
     }
     // One layout per matrix for the union of the reserved traits and this method's; this method's
@@ -136,7 +136,7 @@ void context::set_method(sparsity_method* method) {
                 m_rows_read[l] = static_cast<uint8_t>(m_rows_read[l] | 1u << p);
         }
     }
-    update_rows_x8();
+    m_rows_x8_pending = true;
     if (m_traits.fused && !m_mlp_source) {  // offloaded weights never take the fused path
         std::vector<tensor_view> down_t(n_layers);
         for (size_t l = 0; l < n_layers; ++l) down_t[l] = m_layouts[l].t[static_cast<int>(proj::down)].view;
@@ -151,27 +151,46 @@ const tensor_view& context::dense_view(int32_t l, proj p) const {
     return proj_view(m_model->layers[i], p);
 }
 
-void context::update_rows_x8() {
+void context::prepare() {
+    if (!m_rows_x8_pending) return;
+    m_rows_x8_pending = false;
     const size_t n_layers = m_model->layers.size();
     m_rows_x8.resize(n_layers);
     m_rows_read.resize(n_layers, 0);
     const bool native = kernels::rows_x8_native();  // elsewhere a copy would only add the copy back
+    auto view = [&](size_t l, int p) -> const tensor_view& { return proj_view(m_model->layers[l], static_cast<proj>(p)); };
     auto wanted = [&](size_t l, int p) {
-        const tensor_view& w = proj_view(m_model->layers[l], static_cast<proj>(p));
+        const tensor_view& w = view(l, p);
         return native && w.type == dtype::q4_k && w.rows > 0 && w.rows % k_rows_x8 == 0 && !(m_rows_read[l] >> p & 1u);
     };
-    auto at = [](uint64_t off) { return (off + 63) / 64 * 64; };  // whole-line starts
-    bool same = true;
+    const weight_storage* ws = m_model->storage.get();
+    auto use = [&](size_t l, int p, bool on) {  // a slot's copy in or out of service
+        layer_rows& lr = m_rows_x8[l];
+        if (lr.has[p] == on) return;
+        lr.has[p] = on;
+        // Out: the original's pages fault back in as they are read; in: they go again.
+        lr.released[p] = on && !m_keep_replaced && ws && ws->release(view(l, p));
+    };
+    // Every wanted copy already in the arena (a method's set after dense's, or the same set again): the
+    // copies only change service; the others keep their memory until a set needs a copy the arena lacks.
+    bool covered = true;
     uint64_t total = 0;
+    auto at = [](uint64_t off) { return (off + 63) / 64 * 64; };  // whole-line starts
     for (size_t l = 0; l < n_layers; ++l)
-        for (int p = 0; p < proj_count; ++p) {
-            const bool want = wanted(l, p);
-            same = same && want == m_rows_x8[l].has[p];
-            if (want) total = at(total) + static_cast<uint64_t>(proj_view(m_model->layers[l], static_cast<proj>(p)).bytes());
-        }
-    if (same) return;
-    // Rebuilt whole, old arena first out: originals it replaced fault back in as the new copies read them.
-    for (layer_rows& lr : m_rows_x8) lr = {};
+        for (int p = 0; p < proj_count; ++p)
+            if (wanted(l, p)) {
+                covered = covered && m_rows_x8[l].slot[p];
+                total = at(total) + static_cast<uint64_t>(view(l, p).bytes());
+            }
+    if (covered) {
+        for (size_t l = 0; l < n_layers; ++l)
+            for (int p = 0; p < proj_count; ++p) use(l, p, wanted(l, p));
+        return;
+    }
+    // Rebuilt for this set, the old arena out first.
+    for (size_t l = 0; l < n_layers; ++l)
+        for (int p = 0; p < proj_count; ++p) use(l, p, false);
+    m_rows_x8.assign(n_layers, layer_rows{});
     m_rows_x8_arena.reset();
     if (total == 0) return;
     auto arena = std::make_shared<anon_buffer>();
@@ -180,18 +199,15 @@ void context::update_rows_x8() {
     } catch (const std::bad_alloc&) {
         return;  // no copies: the rows serve, as on a CPU without the kernel
     }
-    const weight_storage* ws = m_model->storage.get();
     uint64_t off = 0;
     for (size_t l = 0; l < n_layers; ++l)
         for (int p = 0; p < proj_count; ++p) {
             if (!wanted(l, p)) continue;
-            const tensor_view& w = proj_view(m_model->layers[l], static_cast<proj>(p));
             off = at(off);
-            layer_rows& lr = m_rows_x8[l];
-            lr.x8[p] = kernels::to_rows_x8(w, arena->data() + off);
-            lr.has[p] = true;
-            lr.released[p] = !m_keep_replaced && ws && ws->release(w);
-            off += static_cast<uint64_t>(w.bytes());
+            m_rows_x8[l].x8[p] = kernels::to_rows_x8(view(l, p), arena->data() + off);
+            m_rows_x8[l].slot[p] = true;
+            use(l, p, true);
+            off += static_cast<uint64_t>(view(l, p).bytes());
         }
     m_rows_x8_arena = std::move(arena);
 }

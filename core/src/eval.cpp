@@ -61,6 +61,7 @@ result<dense_reference> eval_dense_reference(context& ctx, std::span<const int32
     sparsity_method* previous = ctx.method();
     std::unique_ptr<sparsity_method> dense = make_dense_method();
     ctx.set_method(dense.get());
+    ctx.prepare();  // its copies are not timed
     double nll = 0.0, seconds = 0.0;
     int64_t count = 0;
     for (int64_t w = 0; w < n_windows; ++w) {
@@ -92,6 +93,7 @@ result<eval_result> eval_method(context& ctx, const dense_reference& ref, sparsi
     const size_t vocab = static_cast<size_t>(ref.vocab);
     sparsity_method* previous = ctx.method();
     ctx.set_method(&method);
+    ctx.prepare();  // its copies are not timed
     ctx.set_residency(residency);
 
     std::vector<float> lp(vocab);

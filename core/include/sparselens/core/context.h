@@ -142,6 +142,12 @@ public:
     // The method's layouts (input-major, pairs); not the Q4_Kx8r copies, which only regroup a matrix's
     // bytes (an offload runtime counts the attention weights they hold as the model's).
     uint64_t layout_bytes() const;
+    // Builds now what the next forward pass would build first: the Q4_Kx8r copies of the Q4_K matrices
+    // read only whole (every Q4_K matrix with whole groups of 8 rows nothing reads row by row or through
+    // a layout of its own, on a CPU with the kernel), after create() or set_method(). A timed run calls it
+    // so it does not time the copying. Copies a set no longer wants keep their memory (rows_x8_bytes) and
+    // come back into service without copying when a later set wants them (eval's dense and method turns).
+    void prepare();
     // The Q4_Kx8r copies' bytes (Q4_K matrices read only whole, regrouped for the dense kernels).
     uint64_t rows_x8_bytes() const;
     // Weight bytes this context keeps resident: the model's weight tensors, minus the row-major
@@ -191,9 +197,7 @@ private:
     void release_view(const tensor_view& w);  // hands back w's pages, counted in m_released_bytes
     // The matrix projection p of layer l's dense gemv/gemm reads: its Q4_Kx8r copy where there is one.
     const tensor_view& dense_view(int32_t l, proj p) const;
-    // Makes the Q4_Kx8r copies match m_rows_read: every Q4_K matrix (whole groups of 8 rows, a CPU with
-    // the kernel of its own) that nothing reads row by row or through a layout of its own (context_sparse.cpp).
-    void update_rows_x8();
+
     // The per-layer pieces the dense and sparse paths share (context_blocks.cpp); they branch on the
     // model's arch_features, never on its architecture name.
     void build_rope_tables();
@@ -240,10 +244,12 @@ private:
     // than the rows they replace).
     struct layer_rows {
         tensor_view x8[proj_count];
-        bool has[proj_count] = {};
-        bool released[proj_count] = {};
+        bool slot[proj_count] = {};      // x8[p] holds the copy (in m_rows_x8_arena)
+        bool has[proj_count] = {};       // ... and the dense kernels read it
+        bool released[proj_count] = {};  // ... and the original's pages were handed back
     };
     std::vector<layer_rows> m_rows_x8;
+    bool m_rows_x8_pending = true;  // set_method (or create) changed what prepare() builds
     std::shared_ptr<anon_buffer> m_rows_x8_arena;  // shared_ptr: incomplete type here
     // Per layer, bit p: projection p is read row by row or through a layout (no Q4_Kx8r copy); set_method.
     std::vector<uint8_t> m_rows_read;
