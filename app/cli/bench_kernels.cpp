@@ -275,6 +275,32 @@ private:
         });
     }
 
+    // Q4_K: the same matrix in the engine's dense layout (Q4_Kx8r, where this CPU has its kernel), timed
+    // beside the rows as "dense_x8" (its speed-up is over them); id -1 where it does not apply.
+    struct x8_cases {
+        k::owned_matrix m;
+        std::unique_ptr<copies> set;
+        int id = -1;
+    };
+    void add_x8_case(interleaved_timer& t, x8_cases& c, const uint8_t* src, int64_t rows, int64_t cols,
+                     std::vector<float>& y) const {
+        if (m_t != dtype::q4_k || rows % k_rows_x8 != 0 || !k::rows_x8_native()) return;
+        c.m = k::to_rows_x8(view(src, rows, cols));
+        c.set = std::make_unique<copies>(c.m.view.data, c.m.view.bytes(), copies_for(m_ws, c.m.view.bytes()),
+                                         m_p.huge_pages);
+        const std::vector<float>& x = cols == m_s.hidden ? m_x_hidden : m_x_dim;
+        c.id = t.add(c.set->size(), [&, set = c.set.get(), rows, cols](int64_t i, int) {
+            k::gemv(tensor_view{dtype::q4_k_r8, rows, cols, (*set)[i]}, x.data(), y.data(), m_p.threads);
+        });
+    }
+    void x8_row(const interleaved_timer& t, const x8_cases& c, const std::string& matrix, int64_t rows, double bytes,
+                double dense_s) {
+        if (c.id < 0) return;
+        kernel_bench_row& r = add("dense_x8", matrix, 1.0, rows, t.result(c.id), bytes, c.set->size());
+        r.speedup = dense_s / r.median_s;
+        r.baseline = "dense";
+    }
+
     // The row of a dense case (kernel "dense" or "dense_mlp": its own baseline, `active` outputs); returns
     // its median.
     double dense_row(const interleaved_timer& t, int id, const char* kernel, const std::string& matrix, int64_t active,
@@ -373,6 +399,8 @@ private:
         std::vector<float> y(static_cast<size_t>(rows));
         interleaved_timer t;
         const int dense_id = dense_case(t, set, rows, cols, y);
+        x8_cases x8;
+        add_x8_case(t, x8, m_down.data(), rows, cols, y);
         sparse_cases sc;
         if (sparse)
             add_sparse_cases(t, im_set, cols, im.view.row_bytes(), sc,
@@ -382,6 +410,7 @@ private:
                              });
         t.run(m_p.reps);
         const double dense_s = dense_row(t, dense_id, "dense", matrix, rows, static_cast<double>(bytes), set.size());
+        x8_row(t, x8, matrix, rows, static_cast<double>(bytes), dense_s);
         sparse_rows(t, sc, "input_sparse", matrix, im.view.row_bytes(), im_set.size(), dense_s, "dense");
         baselines(set, rows, cols, matrix, dense_s);
     }
@@ -398,6 +427,8 @@ private:
         std::vector<float> y(static_cast<size_t>(rows));
         interleaved_timer t;
         const int dense_id = dense_case(t, set, rows, cols, y);
+        x8_cases x8;
+        add_x8_case(t, x8, m_up.data(), rows, cols, y);
         sparse_cases sc;
         if (sparse)
             add_sparse_cases(t, set, rows, dtype_row_bytes(m_t, cols), sc,
@@ -407,6 +438,7 @@ private:
                              });
         t.run(m_p.reps);
         const double dense_s = dense_row(t, dense_id, "dense", matrix, rows, static_cast<double>(bytes), set.size());
+        x8_row(t, x8, matrix, rows, static_cast<double>(bytes), dense_s);
         sparse_rows(t, sc, "output_sparse", matrix, dtype_row_bytes(m_t, cols), set.size(), dense_s, "dense");
         baselines(set, rows, cols, matrix, dense_s);
     }
