@@ -37,6 +37,7 @@ struct bench_opts {
     double membw_gib = 1.0;
     bool json = false;
     bool stages = false;  // --stages: decode time per stage of the forward pass
+    bool no_regroup = false;  // --no-regroup: context_params::regroup_rows off
 };
 
 // Resident set size now (Linux /proc/self/statm; 0 elsewhere) and its peak (getrusage, KiB on Linux).
@@ -374,6 +375,7 @@ int run_bench(const bench_opts& o) {
         cp.n_threads = threads;
         cp.n_ctx = std::min(m->hp.seq_len, o.prompt_len + o.gen);
         cp.n_batch = std::max(1, o.prompt_len);
+        cp.regroup_rows = !o.no_regroup;
         if (o.prompt_len + o.gen > m->hp.seq_len) throw cli_error("bench: prompt + gen exceeds the model's context");
 
         std::mt19937 rng(1234);
@@ -513,6 +515,9 @@ void register_bench(CLI::App& app, command_fn& run) {
     c->add_flag("--stages", o->stages,
                 "Also time each stage of the decode (q/k/v, attention, MLP parts, selection, logits): ms/token, GB/s, "
                 "and per stage what the method would take at dense's GB/s");
+    c->add_flag("--no-regroup", o->no_regroup,
+                "Read Q4_K matrices as the file's rows, not regrouped 8 rows at a time (what the regrouping buys; "
+                "the same results)");
     // `bench kernels` sets `run` itself; CLI11 runs this parent callback after it, so leave it alone then.
     CLI::App* kernels = register_bench_kernels(*c, run);
     c->callback([o, &run, kernels] {

@@ -59,6 +59,7 @@ result<context> context::create(const model& m, const context_params& params) {
     c.m_threads = params.n_threads > 0 ? params.n_threads : kernels::default_threads();
     c.m_batch = std::max(1, params.n_batch);
     c.m_keep_replaced = params.keep_replaced;
+    c.m_regroup_rows = params.regroup_rows;
     c.m_k_cache.assign(kv_floats, 0.0f);
     c.m_v_cache.assign(kv_floats, 0.0f);
 

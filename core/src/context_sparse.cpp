@@ -157,7 +157,8 @@ void context::prepare() {
     const size_t n_layers = m_model->layers.size();
     m_rows_x8.resize(n_layers);
     m_rows_read.resize(n_layers, 0);
-    const bool native = kernels::rows_x8_native();  // elsewhere a copy would only add the copy back
+    // Elsewhere than on the kernel's CPUs a copy would only add the copy back (gemv's fallback).
+    const bool native = m_regroup_rows && kernels::rows_x8_native();
     auto view = [&](size_t l, int p) -> const tensor_view& { return proj_view(m_model->layers[l], static_cast<proj>(p)); };
     auto wanted = [&](size_t l, int p) {
         const tensor_view& w = view(l, p);

@@ -19,7 +19,6 @@
 #include "sparselens/core/fingerprint.h"
 #include "sparselens/core/model_stats.h"
 #include "sparselens/core/synthetic.h"
-#include "sparselens/kernels/kernels.h"
 #include "sparselens/kernels/sparse.h"
 
 namespace {
@@ -174,7 +173,7 @@ TEST(OffloadKQuant, FusedMethodsRunFusedOnKQuantFiles) {
 
 // The engine on the same Q4_K_M file (not offloaded): a dense context regroups its Q4_K matrices 8 rows at
 // a time (Q4_Kx8r) where the CPU has the kernel for it, a method context those it reads only whole. The
-// logits equal a run on the row-major Q4_K rows (the AVX2 ISA, which makes no copies) bit for bit, dense
+// logits equal a run on the row-major Q4_K rows (context_params::regroup_rows off) bit for bit, dense
 // and with GLU pruning at density 1 after a dense token (its copies of gate/up go out of service, the rest
 // are reused), and the copies replace the originals: the resident weights stay within the file's and the
 // idle copies.
@@ -186,11 +185,10 @@ TEST(OffloadKQuant, DenseRowsX8KeepBitsAndMemory) {
         double resident;
         uint64_t x8_bytes;
     };
-    auto run = [&](kernels::isa i, const std::string& method_name) {
-        const kernels::isa was = kernels::active_isa();
-        kernels::set_active_isa(i);
+    auto run = [&](bool regroup, const std::string& method_name) {
         context_params cp = context_default_params();
         cp.n_ctx = 64;
+        cp.regroup_rows = regroup;
         context ctx = context::create(f.m, cp).value();
         std::unique_ptr<sparsity_method> meth;
         if (method_name != "none") {
@@ -208,13 +206,11 @@ TEST(OffloadKQuant, DenseRowsX8KeepBitsAndMemory) {
             lg = ctx.decode(f.tokens[static_cast<size_t>(pos)], pos);
         }
         out.insert(out.end(), lg, lg + ctx.vocab_size());
-        const run_out r{out, static_cast<double>(ctx.resident_weight_bytes()), ctx.rows_x8_bytes()};
-        kernels::set_active_isa(was);
-        return r;
+        return run_out{out, static_cast<double>(ctx.resident_weight_bytes()), ctx.rows_x8_bytes()};
     };
     const double weights = static_cast<double>(model_count_bytes(f.m).total());
     for (const std::string name : {"none", "glu"}) {
-        const run_out rows = run(kernels::isa::avx2, name), x8 = run(kernels::isa::avx512, name);
+        const run_out rows = run(false, name), x8 = run(true, name);
         EXPECT_EQ(rows.x8_bytes, 0u) << name;
         EXPECT_GT(x8.x8_bytes, 0u) << name;
         ASSERT_EQ(rows.logits.size(), x8.logits.size());

@@ -27,6 +27,10 @@ struct context_params {
     // fused set's gate/up: for a dense context reading the same model side by side (`bench --method`
     // alternates the two), whose matrices must stay where they were loaded (not come back from the file).
     bool keep_replaced = false;
+    // Regroup the Q4_K matrices the context reads only whole 8 rows at a time (Q4_Kx8r, the dense kernels'
+    // faster layout) where the CPU has the kernel for it. Off: they are read as the file's rows (the same
+    // bits either way; `bench --no-regroup` measures what it buys).
+    bool regroup_rows = true;
 };
 
 context_params context_default_params();
@@ -271,6 +275,7 @@ private:
     int32_t m_threads = 0;
     int32_t m_batch = 0;
     bool m_keep_replaced = false;  // context_params::keep_replaced
+    bool m_regroup_rows = true;    // context_params::regroup_rows
 
     std::vector<float> m_k_cache, m_v_cache;  // [n_layers][n_ctx][kv_dim]
     std::vector<float> m_rope_cos, m_rope_sin;  // [n_ctx][rope_dim / 2]
