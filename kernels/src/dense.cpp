@@ -47,7 +47,7 @@ void rows_x8_by_copy(const detail::kernel_table& kt, const uint8_t* w, int64_t r
     thread_local std::vector<uint8_t> buf;
     buf.resize(static_cast<size_t>(k_rows_x8 * rb));
     for (int64_t r = 0; r < n_rows; r += k_rows_x8) {
-        detail::rows_x8_to_rows(w + r * rb, cols, buf.data(), rb);
+        (kt.x8_to_rows ? kt.x8_to_rows : detail::rows_x8_to_rows)(w + r * rb, cols, buf.data(), rb);
         kt.rows[static_cast<int>(dtype::q4_k)](buf.data(), rb, k_rows_x8, cols, xa, y + r);
     }
 }

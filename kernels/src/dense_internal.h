@@ -100,6 +100,8 @@ struct kernel_table {
     quantize_act_fn quantize_act_q8k = nullptr;
     stream_sum_fn stream_sum[2] = {};
     group_sum_fn group_sum = nullptr;
+    // rows_x8_to_rows where an ISA has a faster one (AVX-512); null: that one. The same bytes.
+    void (*x8_to_rows)(const uint8_t* group, int64_t cols, uint8_t* rows, int64_t rb) = nullptr;
 };
 
 // Tables filled by the per-ISA translation units (AVX tables only ever used after a CPUID check).

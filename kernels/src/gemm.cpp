@@ -406,7 +406,8 @@ void gemm_int8(const tensor_view& wv, const float* x, int64_t n, float* y, int n
                 thread_local std::vector<uint8_t> rows;
                 const int64_t rb = w.row_bytes();
                 rows.resize(static_cast<size_t>(k_panel_rows * rb));
-                for (int g = 0; g < nr; g += k_rows_x8) rows_x8_to_rows(w.row(r0 + g), w.cols, rows.data() + g * rb, rb);
+                const auto to_rows = kt.x8_to_rows ? kt.x8_to_rows : rows_x8_to_rows;
+                for (int g = 0; g < nr; g += k_rows_x8) to_rows(w.row(r0 + g), w.cols, rows.data() + g * rb, rb);
                 panel = buf.fill({dtype::q4_k, nr, w.cols, rows.data()}, 0, nr, group, kern.maddubs ? &enc : nullptr);
             } else {
                 panel = buf.fill(w, r0, nr, group, kern.maddubs ? &enc : nullptr);
