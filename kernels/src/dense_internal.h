@@ -111,7 +111,7 @@ const kernel_table& avx512_table();
 const kernel_table& active_table();
 
 // Fills the entries of the types decoded through quant_unpack.h (all block types but Q8_0/Q4_0,
-// which keep their own kernels) with the AVX2 kernels; used by the AVX2 and AVX-512 tables.
+// which keep their own kernels) and of Q4_Kx8r with the AVX2 kernels; used by the AVX2 and AVX-512 tables.
 void add_unpacked_rows_avx2(kernel_table& k);
 // Then replaces Q4_K and Q6_K with AVX-512 kernels (quant_rows_avx512.cpp), bit-identical to the AVX2 ones.
 void add_kquant_rows_avx512(kernel_table& k);

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "q4k_lanes.h"
+#include "q4k_r8_avx2.h"
 #include "quant_unpack.h"
 #include "row_dots_avx2.h"
 #include "sparse_internal.h"
@@ -396,6 +397,7 @@ void fill_dots(sparse_table& k) {
 
 void add_unpacked_rows_avx2(kernel_table& k) {
     fill_rows<SL_UNPACKED_TYPES>(k);
+    k.rows[static_cast<int>(dtype::q4_k_r8)] = k.rows_cached[static_cast<int>(dtype::q4_k_r8)] = rows_x8_avx2;
 }
 
 void add_unpacked_dots_avx2(sparse_table& k) {

@@ -28,8 +28,9 @@ owned_matrix to_input_major(const tensor_view& w, dtype type);
 
 // The dense rows' interleaved form of type t (Q4_K: Q4_Kx8r, types.h), or t when it has none.
 dtype rows_x8_type(dtype t);
-// Whether the active ISA has a kernel of its own for Q4_Kx8r (AVX-512 VNNI). Elsewhere gemv reads such a
-// view by copying each group of 8 rows back to Q4_K first: the same bits, but slower than the rows.
+// Whether the active ISA has a kernel of its own for Q4_Kx8r (AVX2, AVX-512; VNNI where the CPU has it).
+// Elsewhere (scalar) gemv reads such a view by copying each group of 8 rows back to Q4_K first: the same
+// bits, but slower than the rows.
 bool rows_x8_native();
 // w (Q4_K, rows a multiple of 8) as Q4_Kx8r: the same bytes regrouped. gemv, gemv_multi and gemm on the
 // copy give every row the bits they give it on w (q4k_lanes.h).
