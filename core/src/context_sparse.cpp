@@ -159,7 +159,9 @@ void context::prepare() {
     m_rows_read.resize(n_layers, 0);
     // Elsewhere than on the kernel's CPUs a copy would only add the copy back (gemv's fallback).
     const bool native = m_regroup_rows && kernels::rows_x8_native();
-    auto view = [&](size_t l, int p) -> const tensor_view& { return proj_view(m_model->layers[l], static_cast<proj>(p)); };
+    auto view = [&](size_t l, int p) -> const tensor_view& {
+        return proj_view(m_model->layers[l], static_cast<proj>(p));
+    };
     auto wanted = [&](size_t l, int p) {
         const tensor_view& w = view(l, p);
         return native && w.type == dtype::q4_k && w.rows > 0 && w.rows % k_rows_x8 == 0 && !(m_rows_read[l] >> p & 1u);
@@ -571,8 +573,9 @@ void context::layer_forward_sparse(int32_t l, int32_t pos) {
         m_method->select_o_input(ti, {m_att.data(), static_cast<size_t>(hp.q_dim())}, m_masks);
         lap(stage::select);
     }
-    m_read_whole[static_cast<int>(proj::o)] = project_in(dense_view(l, proj::o), layout(proj::o), m_masks.o_in, m_att.data(),
-                                                         m_proj.data(), m_threads, {m_read_log, stage::o});
+    m_read_whole[static_cast<int>(proj::o)] =
+        project_in(dense_view(l, proj::o), layout(proj::o), m_masks.o_in, m_att.data(), m_proj.data(), m_threads,
+                   {m_read_log, stage::o});
     lap(stage::o);
     add_residual(lw.post_attn_norm, 1);
 

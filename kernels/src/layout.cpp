@@ -183,7 +183,8 @@ tensor_view to_rows_x8(const tensor_view& w, uint8_t* dst) {
     assert(w.type == dtype::q4_k && w.rows % k_rows_x8 == 0 && "Q4_Kx8r holds Q4_K rows in groups of 8");
     const int64_t groups = w.rows / k_rows_x8, gb = k_rows_x8 * w.row_bytes();
 #pragma omp parallel for schedule(static) if (groups > 64)
-    for (int64_t g = 0; g < groups; ++g) detail::rows_to_rows_x8(w.row(g * k_rows_x8), w.row_bytes(), w.cols, dst + g * gb);
+    for (int64_t g = 0; g < groups; ++g)
+        detail::rows_to_rows_x8(w.row(g * k_rows_x8), w.row_bytes(), w.cols, dst + g * gb);
     return {dtype::q4_k_r8, w.rows, w.cols, dst};
 }
 

@@ -68,7 +68,9 @@ void rows_x8_avx2(const uint8_t* w, int64_t rb, int64_t n_rows, int64_t cols, co
             const __m256i u0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 32));
             const __m256i u1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 64));
             const __m256i u2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 96));
-            const auto high2 = [&](__m256i u) { return _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u, 6), k03), 4); };
+            const auto high2 = [&](__m256i u) {
+                return _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u, 6), k03), 4);
+            };
             const __m256i sc_lo = _mm256_and_si256(u0, k3f);
             const __m256i sc_hi = _mm256_or_si256(_mm256_and_si256(u2, k0f), high2(u0));
             const __m256i m_lo = _mm256_and_si256(u1, k3f);
@@ -79,7 +81,8 @@ void rows_x8_avx2(const uint8_t* w, int64_t rb, int64_t n_rows, int64_t cols, co
             // [d0..d7] dx and [dmin0..dmin7] dx, as q4k_scales forms each product.
             const __m256 dx = _mm256_set1_ps(xa->d[8 * b]);
             const __m256 d8 = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g))), dx);
-            const __m256 dm8 = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + 16))), dx);
+            const __m256 dm8 =
+                _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + 16))), dx);
             SL_UNROLL
             for (int h = 0; h < 2; ++h) {
                 const __m256i slo = K::half_rows(sc_lo, h), shi = K::half_rows(sc_hi, h);
@@ -90,13 +93,15 @@ void rows_x8_avx2(const uint8_t* w, int64_t rb, int64_t n_rows, int64_t cols, co
                 a = K::groups<3>(g, h, xq, shi, a);
                 // Minima: the half's 4 rows' bytes widened to words (row r: dwords (m0, m1), (m2, m3)) against
                 // (S0, S1), (S2, S3), then groups 4-7: lane (r, 0) groups 0, 1, 4, 5, lane (r, 1) 2, 3, 6, 7.
-                const __m256i rows4 = h ? _mm256_setr_epi32(4, 5, 6, 7, 0, 0, 0, 0) : _mm256_setr_epi32(0, 1, 2, 3, 0, 0, 0, 0);
+                const __m256i rows4 =
+                    h ? _mm256_setr_epi32(4, 5, 6, 7, 0, 0, 0, 0) : _mm256_setr_epi32(0, 1, 2, 3, 0, 0, 0, 0);
                 const auto widened = [&](__m256i m) {
                     return _mm256_cvtepu8_epi16(_mm256_castsi256_si128(_mm256_permutevar8x32_epi32(m, rows4)));
                 };
                 const __m256i bm = _mm256_add_epi32(_mm256_madd_epi16(widened(m_lo), _mm256_set1_epi64x(s03)),
                                                     _mm256_madd_epi16(widened(m_hi), _mm256_set1_epi64x(s47)));
-                const __m256i pair = h ? _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7) : _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
+                const __m256i pair =
+                    h ? _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7) : _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
                 acc[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a), _mm256_permutevar8x32_ps(d8, pair), acc[h]);
                 acc[h] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(bm), _mm256_permutevar8x32_ps(dm8, pair), acc[h]);
             }

@@ -39,7 +39,9 @@ struct q4k_x8 {
         const __m256i u1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 64));
         const __m256i u2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 96));
         const __m256i k3f = _mm256_set1_epi8(0x3f), k0f = _mm256_set1_epi8(0x0f), k03 = _mm256_set1_epi8(0x03);
-        const auto high2 = [&](__m256i u) { return _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u, 6), k03), 4); };
+        const auto high2 = [&](__m256i u) {
+            return _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u, 6), k03), 4);
+        };
         sc_lo = _mm512_cvtepu8_epi16(_mm256_and_si256(u0, k3f));
         sc_hi = _mm512_cvtepu8_epi16(_mm256_or_si256(_mm256_and_si256(u2, k0f), high2(u0)));
         m_lo = _mm512_cvtepu8_epi16(_mm256_and_si256(u1, k3f));

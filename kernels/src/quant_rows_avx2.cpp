@@ -260,7 +260,8 @@ template <dtype T, int Prefetch, bool Pre = false>
 // One Q4_K row in the two float lanes of q4k_lanes.h (xa->sums set): the super-block's 8 integer lanes
 // of k4_sum reduced to the two lane classes, then q4k_step.
 template <int Prefetch>
-[[gnu::always_inline]] inline void q4k_row(const uint8_t* w, int64_t cols, const q8_act* xa, float* y, const uint8_t* pf) {
+[[gnu::always_inline]] inline void q4k_row(const uint8_t* w, int64_t cols, const q8_act* xa, float* y,
+                                           const uint8_t* pf) {
     using K = kquant<dtype::q4_k>;
     constexpr int64_t qk = k_qk<dtype::q4_k>, bytes = k_bytes<dtype::q4_k>;
     __m128 acc = _mm_setzero_ps();

@@ -245,7 +245,8 @@ TEST(rows_x8, equal_q4k_rows_in_gemv_gemv_multi_and_gemm) {
             for (int threads : {1, 2, 3}) {
                 std::fill(y_x8.begin(), y_x8.end(), -1.0f);
                 k::gemv(x8.view, xs.data(), y_x8.data(), threads);
-                EXPECT_EQ(0, std::memcmp(y_rows.data(), y_x8.data(), y_rows.size() * 4)) << "gemv " << at << " threads " << threads;
+                EXPECT_EQ(0, std::memcmp(y_rows.data(), y_x8.data(), y_rows.size() * 4))
+                    << "gemv " << at << " threads " << threads;
             }
             std::vector<float> y_other(24), y_other_multi(24), y_multi(static_cast<size_t>(rows));
             k::gemv(other.view, xs.data(), y_other.data(), 1);
@@ -253,7 +254,8 @@ TEST(rows_x8, equal_q4k_rows_in_gemv_gemv_multi_and_gemm) {
             float* ys[] = {y_other_multi.data(), y_multi.data()};
             k::gemv_multi(views, ys, 2, xs.data(), 2);
             EXPECT_EQ(0, std::memcmp(y_rows.data(), y_multi.data(), y_rows.size() * 4)) << "gemv_multi " << at;
-            EXPECT_EQ(0, std::memcmp(y_other.data(), y_other_multi.data(), y_other.size() * 4)) << "gemv_multi Q6_K " << at;
+            EXPECT_EQ(0, std::memcmp(y_other.data(), y_other_multi.data(), y_other.size() * 4))
+                << "gemv_multi Q6_K " << at;
             std::vector<float> g_rows(static_cast<size_t>(n_tok * rows)), g_x8(g_rows.size());
             k::gemm(m.view, xs.data(), n_tok, g_rows.data(), 2);
             k::gemm(x8.view, xs.data(), n_tok, g_x8.data(), 2);
