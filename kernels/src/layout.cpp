@@ -175,8 +175,6 @@ owned_matrix to_input_major(const tensor_view& w, dtype type) {
     return m;
 }
 
-dtype rows_x8_type(dtype t) { return t == dtype::q4_k ? dtype::q4_k_r8 : t; }
-
 bool rows_x8_native() { return detail::active_table().rows[static_cast<int>(dtype::q4_k_r8)] != nullptr; }
 
 tensor_view to_rows_x8(const tensor_view& w, uint8_t* dst) {

@@ -39,6 +39,21 @@ inline const int16_t* q4k_group_sums(const int8_t* qs, int64_t cols) {
     return buf.data();
 }
 
+// The 6-bit scales and minima of a Q4_Kx8r group's 8 rows (its scale words at g + 32, 64, 96; dword r is
+// row r's): v[0] scales of groups 0-3, v[1] of 4-7, v[2] minima of 0-3, v[3] of 4-7, one byte per group
+// (dword r: row r), by the bit formula of k4_scale_bytes. Both Q4_Kx8r kernels start from these.
+inline void q4k_x8_scale_bytes(const uint8_t* g, __m256i (&v)[4]) {
+    const __m256i u0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 32));
+    const __m256i u1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 64));
+    const __m256i u2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 96));
+    const __m256i k3f = _mm256_set1_epi8(0x3f), k0f = _mm256_set1_epi8(0x0f), k03 = _mm256_set1_epi8(0x03);
+    const auto high2 = [&](__m256i u) { return _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u, 6), k03), 4); };
+    v[0] = _mm256_and_si256(u0, k3f);
+    v[1] = _mm256_or_si256(_mm256_and_si256(u2, k0f), high2(u0));
+    v[2] = _mm256_and_si256(u1, k3f);
+    v[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), k0f), high2(u1));
+}
+
 // d and dmin of a Q4_K super-block (adjacent fp16 at blk) times dx: lanes 0 and 1.
 inline __m128 q4k_scales(const uint8_t* blk, float dx) {
     uint32_t u;

@@ -58,23 +58,15 @@ void rows_x8_avx2(const uint8_t* w, int64_t rb, int64_t n_rows, int64_t cols, co
     const auto* xa = static_cast<const q8_act*>(xv);
     const int16_t* sums = q4k_group_sums(xa->qs, cols);
     const int64_t nb = cols / 256;
-    const __m256i k3f = _mm256_set1_epi8(0x3f), k0f = _mm256_set1_epi8(0x0f), k03 = _mm256_set1_epi8(0x03);
     for (int64_t r0 = 0; r0 < n_rows; r0 += k_rows_x8) {
         const uint8_t* base = w + r0 * rb;
         __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
         for (int64_t b = 0; b < nb; ++b) {
             const uint8_t* g = base + b * K::group_bytes;
             const int8_t* xq = xa->qs + 256 * b;
-            const __m256i u0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 32));
-            const __m256i u1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 64));
-            const __m256i u2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 96));
-            const auto high2 = [&](__m256i u) {
-                return _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u, 6), k03), 4);
-            };
-            const __m256i sc_lo = _mm256_and_si256(u0, k3f);
-            const __m256i sc_hi = _mm256_or_si256(_mm256_and_si256(u2, k0f), high2(u0));
-            const __m256i m_lo = _mm256_and_si256(u1, k3f);
-            const __m256i m_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), k0f), high2(u1));
+            __m256i v[4];
+            q4k_x8_scale_bytes(g, v);
+            const __m256i sc_lo = v[0], sc_hi = v[1], m_lo = v[2], m_hi = v[3];
             int64_t s03, s47;
             std::memcpy(&s03, sums + 8 * b, 8);
             std::memcpy(&s47, sums + 8 * b + 4, 8);

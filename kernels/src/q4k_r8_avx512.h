@@ -35,17 +35,12 @@ struct q4k_x8 {
     // The 6-bit scales and minima of the 8 rows (scale words u0, u1, u2: dword r is row r's), as words
     // 4r + k: sc_lo / m_lo groups 0-3, sc_hi / m_hi groups 4-7 (the bit formula of k4_scale_bytes).
     static void scales(const uint8_t* g, __m512i& sc_lo, __m512i& sc_hi, __m512i& m_lo, __m512i& m_hi) {
-        const __m256i u0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 32));
-        const __m256i u1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 64));
-        const __m256i u2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 96));
-        const __m256i k3f = _mm256_set1_epi8(0x3f), k0f = _mm256_set1_epi8(0x0f), k03 = _mm256_set1_epi8(0x03);
-        const auto high2 = [&](__m256i u) {
-            return _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u, 6), k03), 4);
-        };
-        sc_lo = _mm512_cvtepu8_epi16(_mm256_and_si256(u0, k3f));
-        sc_hi = _mm512_cvtepu8_epi16(_mm256_or_si256(_mm256_and_si256(u2, k0f), high2(u0)));
-        m_lo = _mm512_cvtepu8_epi16(_mm256_and_si256(u1, k3f));
-        m_hi = _mm512_cvtepu8_epi16(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), k0f), high2(u1)));
+        __m256i v[4];
+        q4k_x8_scale_bytes(g, v);
+        sc_lo = _mm512_cvtepu8_epi16(v[0]);
+        sc_hi = _mm512_cvtepu8_epi16(v[1]);
+        m_lo = _mm512_cvtepu8_epi16(v[2]);
+        m_hi = _mm512_cvtepu8_epi16(v[3]);
     }
 
     // Groups 2p (low nibbles) and 2p + 1 (high) of the 8 rows: pieces 4p..4p+3, into A scaled.

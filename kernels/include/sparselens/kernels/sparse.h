@@ -26,8 +26,6 @@ struct owned_matrix {
 // Exact for F32/F16/BF16 targets that can hold the source values (same type, or F32).
 owned_matrix to_input_major(const tensor_view& w, dtype type);
 
-// The dense rows' interleaved form of type t (Q4_K: Q4_Kx8r, types.h), or t when it has none.
-dtype rows_x8_type(dtype t);
 // Whether the active ISA has a kernel of its own for Q4_Kx8r (AVX2, AVX-512; VNNI where the CPU has it).
 // Elsewhere (scalar) gemv reads such a view by copying each group of 8 rows back to Q4_K first: the same
 // bits, but slower than the rows.
