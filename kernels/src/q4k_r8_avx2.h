@@ -51,8 +51,8 @@ struct q4k_x8_avx2 {
     }
 };
 
-// rows_fn over Q4_Kx8r: n_rows (a multiple of 8) from w, y[r] for each. No software prefetch, as the VNNI
-// kernel (one sequential stream).
+// rows_fn over Q4_Kx8r: n_rows (a multiple of 8) from w, y[r] for each. Prefetches 8 KiB ahead into L2, as
+// the VNNI kernel (q4k_r8_avx512.h: why).
 void rows_x8_avx2(const uint8_t* w, int64_t rb, int64_t n_rows, int64_t cols, const void* xv, float* y) {
     using K = q4k_x8_avx2;
     const auto* xa = static_cast<const q8_act*>(xv);
@@ -63,6 +63,7 @@ void rows_x8_avx2(const uint8_t* w, int64_t rb, int64_t n_rows, int64_t cols, co
         __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
         for (int64_t b = 0; b < nb; ++b) {
             const uint8_t* g = base + b * K::group_bytes;
+            prefetch_span<K::group_bytes, pf_l2>(ahead<pf_l2>(g), 0);
             const int8_t* xq = xa->qs + 256 * b;
             __m256i v[4];
             q4k_x8_scale_bytes(g, v);

@@ -62,10 +62,14 @@ struct q4k_x8 {
     }
 };
 
-// rows_fn over Q4_Kx8r: n_rows (a multiple of 8) from w, y[r] for each. No software prefetch, unlike the
-// row kernels: the groups are one sequential stream the hardware prefetcher keeps ahead of, and the row
-// kernels' T1 prefetch 8 KiB ahead made it slower. 5632x2048 copies on huge pages, 2 threads, one process
-// alternating: 29.3-30.0 GB/s with it against 31.5-34.6 without (the Q4_K rows: 28-34; read roofline 34).
+// rows_fn over Q4_Kx8r: n_rows (a multiple of 8) from w, y[r] for each. Each group prefetches the bytes
+// 8 KiB further on into L2, as the row kernels do (dense_internal.h). Stop 36 shipped it without: in one
+// fast phase of this VM's memory (roofline 34 GB/s) it read 29.3-30.0 GB/s with the prefetch against
+// 31.5-34.6 without. In the slow phase (roofline 22.5-28.7) the hardware prefetcher alone fell behind:
+// `bench kernels --types q4_k --kernels dense`, 2 threads, 3 rounds alternating builds, Q4_Kx8r against
+// the Q4_K rows in the same run was 0.83-1.12x without and 1.11-1.25x with; prefetching every 2nd or 4th
+// line instead gave 1.02-1.25x. Whole-model Q4_K_M decode, same alternation: 20.7-26.5 tok/s without,
+// 26.3-33.7 with.
 void rows_x8(const uint8_t* w, int64_t rb, int64_t n_rows, int64_t cols, const void* xv, float* y) {
     const auto* xa = static_cast<const q8_act*>(xv);
     const int16_t* sums = q4k_group_sums(xa->qs, cols);
@@ -77,6 +81,7 @@ void rows_x8(const uint8_t* w, int64_t rb, int64_t n_rows, int64_t cols, const v
         __m512 acc = _mm512_setzero_ps();
         for (int64_t b = 0; b < nb; ++b) {
             const uint8_t* g = base + b * q4k_x8::group_bytes;
+            prefetch_span<q4k_x8::group_bytes, pf_l2>(ahead<pf_l2>(g), 0);
             const int8_t* xq = xa->qs + 256 * b;
             __m512i sc_lo, sc_hi, m_lo, m_hi;
             q4k_x8::scales(g, sc_lo, sc_hi, m_lo, m_hi);
