@@ -18,10 +18,14 @@ inline int32_t load4(const int8_t* p) {
     return v;
 }
 
-// T tokens from t0; G columns per scale group; M: the type has a minimum (b).
-template <int T, int G, bool M>
+// T tokens from t0; G columns per scale group; M: the type has a minimum (b). With PF (the first tokens of a
+// panel), each group also sends its share of the next panel's weight lines to L2, as the AVX2 kernel does,
+// so that panel's fill does not wait on DRAM for its 16 row streams. gemm of 14336x4096 Q4_0 on 128 tokens,
+// 2 threads, two builds alternating (Xeon VM): 114-116 GMAC/s without, 122-124 with.
+template <int T, int G, bool M, bool PF = false>
 void panel_tokens(const gemm_panel& p, const gemm_tokens& x, int64_t t0, float* y, int64_t ys, int nr) {
     const int64_t ng = p.cols / G;
+    const int64_t lines = PF ? p.next_bytes / 64 : 0;
     const int8_t* xt[T];
     __m512 acc[T];
     SL_UNROLL
@@ -30,6 +34,9 @@ void panel_tokens(const gemm_panel& p, const gemm_tokens& x, int64_t t0, float* 
         acc[t] = _mm512_setzero_ps();
     }
     for (int64_t g = 0; g < ng; ++g) {
+        if constexpr (PF)
+            for (int64_t l = g * lines / ng; l < (g + 1) * lines / ng; ++l)
+                _mm_prefetch(reinterpret_cast<const char*>(p.next) + 64 * l, _MM_HINT_T1);
         __m512i ia[T];
         SL_UNROLL
         for (int t = 0; t < T; ++t) ia[t] = _mm512_setzero_si512();
@@ -58,6 +65,10 @@ void panel_tokens(const gemm_panel& p, const gemm_tokens& x, int64_t t0, float* 
 template <int G, bool M>
 void panel(const gemm_panel& p, const gemm_tokens& x, float* y, int64_t ys, int nr) {
     int64_t t = 0;
+    if (t + 8 <= x.n) {
+        panel_tokens<8, G, M, true>(p, x, t, y, ys, nr);
+        t += 8;
+    }
     for (; t + 8 <= x.n; t += 8) panel_tokens<8, G, M>(p, x, t, y, ys, nr);
     if (t + 4 <= x.n) {
         panel_tokens<4, G, M>(p, x, t, y, ys, nr);
