@@ -38,6 +38,7 @@ struct bench_opts {
     bool json = false;
     bool stages = false;  // --stages: decode time per stage of the forward pass
     bool no_regroup = false;  // --no-regroup: context_params::regroup_rows off
+    bool no_amx = false;      // --no-amx: kernels::set_amx_enabled(false)
 };
 
 // Resident set size now (Linux /proc/self/statm; 0 elsewhere) and its peak (getrusage, KiB on Linux).
@@ -349,12 +350,16 @@ int run_bench(const bench_opts& o) {
     nlohmann::json j;
     j["threads"] = threads;
     j["isa"] = kernels::isa_name(kernels::active_isa());
+    if (o.no_amx) kernels::set_amx_enabled(false);
+    j["amx"] = kernels::amx_enabled();
     // How idle workers waited (prefer_passive_openmp): part of what a decode number means.
     const std::string policy = env_or("OMP_WAIT_POLICY", "default"), spin = env_or("GOMP_SPINCOUNT", "default");
     j["omp_wait_policy"] = policy;
     j["gomp_spincount"] = spin;
     if (!o.json)
-        std::printf("threads    %d, OpenMP wait policy %s, spin count %s\n", threads, policy.c_str(), spin.c_str());
+        std::printf("threads    %d, OpenMP wait policy %s, spin count %s, ISA %s%s\n", threads, policy.c_str(),
+                    spin.c_str(), kernels::isa_name(kernels::active_isa()),
+                    kernels::amx_enabled() ? " (prefill on AMX tiles)" : o.no_amx ? " (AMX off)" : "");
 
     double membw = 0.0;
     if (o.membw) {
@@ -518,6 +523,8 @@ void register_bench(CLI::App& app, command_fn& run) {
     c->add_flag("--no-regroup", o->no_regroup,
                 "Read Q4_K matrices as the file's rows, not regrouped 8 rows at a time (what the regrouping buys; "
                 "the same results)");
+    c->add_flag("--no-amx", o->no_amx,
+                "Prefill without the AMX tiles on CPUs that have them (the AVX-512 VNNI kernel; the same results)");
     // `bench kernels` sets `run` itself; CLI11 runs this parent callback after it, so leave it alone then.
     CLI::App* kernels = register_bench_kernels(*c, run);
     c->callback([o, &run, kernels] {

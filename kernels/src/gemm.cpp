@@ -4,6 +4,7 @@
 // once per (row, token). F16/BF16: rows widened to f32 8 at a time against transposed activations,
 // so each weight is loaded once per 32 tokens instead of once per token.
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <vector>
 
@@ -25,12 +26,20 @@ bool scales_per_16(dtype t) {
 // The int8 panel kernel of the active ISA and the panel format it reads.
 struct int8_kernel {
     gemm_panel_fn fn;
-    bool maddubs;  // offset / wide panels and group-major tokens (AVX2); otherwise plus_128
+    bool maddubs;    // offset / wide panels and group-major tokens (AVX2); otherwise plus_128
+    bool amx = false;  // also reads gemm_tokens::qa
 };
+
+std::atomic<bool>& amx_switch() {
+    static std::atomic<bool> on{true};
+    return on;
+}
 
 int8_kernel active_int8_kernel() {
     switch (active_isa()) {
         case isa::avx512:
+            if (gemm_panel_fn f = amx_switch().load(std::memory_order_relaxed) ? gemm_panel_amx() : nullptr)
+                return {f, false, true};
             if (gemm_panel_fn f = gemm_panel_avx512()) return {f, false};
             return {gemm_panel_avx2(), true};
         case isa::avx2:
@@ -96,6 +105,7 @@ struct token_scratch {
     std::vector<float> d, s, dx, xm, src;
     std::vector<int32_t> corr;
     std::vector<int16_t> qg;  // AVX2 kernels: group-major copy of qs (int8 or int16 values)
+    std::vector<int8_t> qa;   // AMX: gemm_tokens::qa
     std::vector<gemm_group_side> side;
     act_kind kind = act_kind::q8_f32;
     int64_t n_src = -1, cols_src = -1;
@@ -121,6 +131,13 @@ struct token_scratch {
     void pack(int64_t t, int64_t n, int64_t cols, int group, const avx2_encoding& enc) {
         gemm_pack_token_avx2(qs.data() + t * cols, d.data() + t * (cols / 32), cols, group, enc.offset,
                              enc.format == panel_format::wide, t, n, qg.data(), side.data());
+    }
+
+    // Token t (of a whole 16) into the AMX tiles' order.
+    void pack_tiles(int64_t t, int64_t cols, int group) {
+        const int64_t ng = cols / group;
+        int8_t* dst = qa.data() + (t / 16) * ng * 16 * group + (t % 16) * group;
+        for (int64_t g = 0; g < ng; ++g) std::memcpy(dst + g * 16 * group, qs.data() + t * cols + g * group, group);
     }
 
     // True when qs/d/s already hold x quantized as `k`; otherwise remembers x as what they will hold.
@@ -372,6 +389,7 @@ void gemm_int8(const tensor_view& wv, const float* x, int64_t n, float* y, int n
     token_scratch& tok = thread_tokens();
     tok.reserve(n, w.cols, group);
     if (kern.maddubs) tok.reserve_grouped(n, w.cols, group);
+    if (kern.amx && tok.qa.size() < static_cast<size_t>(n * w.cols)) tok.qa.resize(static_cast<size_t>(n * w.cols));
     const bool reused = tok.reuse(quant_info(w.type).act, x, n, w.cols);
     const gemm_tokens xs{tok.qs.data(),
                          tok.corr.data(),
@@ -380,7 +398,8 @@ void gemm_int8(const tensor_view& wv, const float* x, int64_t n, float* y, int n
                          tok.qg.data(),
                          tok.side.data(),
                          n,
-                         w.cols};
+                         w.cols,
+                         tok.qa.data()};
     const int64_t panels = (w.rows + k_panel_rows - 1) / k_panel_rows;
     nt = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(nt, panels)));
 
@@ -393,6 +412,7 @@ void gemm_int8(const tensor_view& wv, const float* x, int64_t n, float* y, int n
                 tok.pack(t, n, w.cols, group, enc);
             else
                 tok.sums(t, w.cols, group);
+            if (kern.amx && t < n / 16 * 16) tok.pack_tiles(t, w.cols, group);
         }
         // implicit barrier: every token is ready before any panel uses it
         const int th = omp_get_thread_num(), nth = omp_get_num_threads();
@@ -422,3 +442,18 @@ void gemm_int8(const tensor_view& wv, const float* x, int64_t n, float* y, int n
 }
 
 }  // namespace sl::kernels::detail
+
+namespace sl::kernels {
+
+bool amx_available() { return detail::gemm_panel_amx() != nullptr; }
+
+bool amx_enabled() {
+    return active_isa() == isa::avx512 && amx_available() && detail::amx_switch().load(std::memory_order_relaxed);
+}
+
+bool set_amx_enabled(bool on) {
+    detail::amx_switch().store(on, std::memory_order_relaxed);
+    return amx_enabled();
+}
+
+}  // namespace sl::kernels

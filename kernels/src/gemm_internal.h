@@ -73,6 +73,9 @@ struct gemm_tokens {
     const gemm_group_side* side = nullptr;  // AVX2: [cols / group][n]
     int64_t n = 0;
     int64_t cols = 0;
+    // AMX: the qs of each whole 16 tokens by group, [n / 16][cols / group][16][group]: one tile load of
+    // 16 contiguous rows (from the token-major qs, each row a different line and the load waited on L2).
+    const int8_t* qa = nullptr;
 };
 
 // y[t * y_stride + i] for t < x.n, i < n_rows (<= 16): the panel's rows dotted with every token.
@@ -98,6 +101,9 @@ gemm_panel_fn gemm_panel_scalar();
 gemm_panel_fn gemm_panel_avx2();
 // Null when the CPU lacks AVX-512 VNNI.
 gemm_panel_fn gemm_panel_avx512();
+// AMX-INT8 tiles (plus_128 panels, bits of gemm_panel_avx512): null without AMX-INT8 and VNNI, or when
+// the OS does not grant the tile state.
+gemm_panel_fn gemm_panel_amx();
 
 // AVX2 helpers (gemm_avx2.cpp), called only after the CPUID check: rows [16][cols] of decoded q
 // (cols a multiple of 32) into the panel layout of `format` (offset or wide; q holds 2 * 16 * cols

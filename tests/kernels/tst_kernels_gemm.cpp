@@ -156,6 +156,42 @@ TEST(gemm_threads, results_do_not_depend_on_thread_count) {
     }
 }
 
+// The AMX tile kernel (CPUs with AMX-INT8; gemm uses it at the avx512 ISA) against the VNNI kernel: the
+// same bits for every block type (groups of 32 and of 16, with and without a minimum), partial panels, and
+// token counts around its 16-token tiles (the rest runs on the VNNI kernel), and near the double reference.
+TEST(gemm_amx, same_bits_as_vnni_kernel) {
+    if (!k::amx_available()) GTEST_SKIP() << "this CPU (or its OS) offers no AMX-INT8 tiles";
+    isa_guard guard;
+    k::set_active_isa(k::isa::avx512);
+    struct amx_guard {
+        ~amx_guard() { k::set_amx_enabled(true); }
+    } restore;
+    for (dtype t : block_types()) {
+        for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{15, 512}, {70, 768}}) {
+            const matrix m = random_blocks(t, rows, cols, 11 * rows + static_cast<int>(t));
+            const std::vector<double> w = decode_any(m.view);
+            for (int64_t n : {16, 17, 33, 48}) {
+                SCOPED_TRACE(::testing::Message() << dtype_name(t) << " " << rows << "x" << cols << " n=" << n);
+                std::vector<float> xs;
+                std::vector<double> xq;
+                for (int64_t tk = 0; tk < n; ++tk) {
+                    const std::vector<float> x = make_x(cols, 500 + 13 * tk + rows, tk == 3 ? 1e-3f : 1.0f);
+                    xs.insert(xs.end(), x.begin(), x.end());
+                    const std::vector<double> q = quantized_x_for(t, x);
+                    xq.insert(xq.end(), q.begin(), q.end());
+                }
+                std::vector<float> on(static_cast<size_t>(n * rows), -7.0f), off = on;
+                ASSERT_TRUE(k::set_amx_enabled(true));
+                k::gemm(m.view, xs.data(), n, on.data(), 2);
+                ASSERT_FALSE(k::set_amx_enabled(false));
+                k::gemm(m.view, xs.data(), n, off.data(), 2);
+                EXPECT_EQ(0, std::memcmp(on.data(), off.data(), on.size() * 4)) << "AMX and VNNI differ";
+                EXPECT_LE(nmse(on.data(), ref_gemm(w, rows, cols, xq)), 1e-11);
+            }
+        }
+    }
+}
+
 // gemm keeps the last quantized x to reuse for the next matrix: the same buffer with new contents,
 // or the same contents for a type quantized another way, must not see a stale quantization.
 TEST(gemm_int8_reuse, same_buffer_new_contents_and_other_activation_kinds) {

@@ -16,6 +16,13 @@ isa active_isa();
 // Override for tests/benchmarks; clamps to what the CPU supports. Returns the ISA actually selected.
 isa set_active_isa(isa wanted);
 const char* isa_name(isa i);
+// AMX-INT8 tiles for the int8 GEMM of prefill (Intel Sapphire Rapids and later). Available: the CPU has
+// them, with AVX-512 VNNI, and the OS granted their state to this process. Enabled: gemm uses them now
+// (available, switched on, the default, and the avx512 ISA active). Same bits as without; the switch is
+// for tests and A/B benchmarks (`sparselens bench --no-amx`). set_amx_enabled returns the state in force.
+bool amx_available();
+bool amx_enabled();
+bool set_amx_enabled(bool on);
 
 float fp16_to_fp32(uint16_t h);
 uint16_t fp32_to_fp16(float f);  // round to nearest even
