@@ -30,7 +30,7 @@
 
 #include "gemm_internal.h"
 
-#if !defined(__AMX_TILE__) || !defined(__AMX_INT8__)
+#if !(defined(__AMX_TILE__) || defined(__AMXTILE__)) || !(defined(__AMX_INT8__) || defined(__AMXINT8__))  // GCC, clang
 #error "gemm_amx_avx512.cpp needs -mamx-tile -mamx-int8 (kernels/CMakeLists.txt)"
 #endif
 
