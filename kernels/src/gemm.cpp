@@ -202,9 +202,14 @@ struct panel_buffer {
             if (gemm_fill_panel_avx2(w, r0, nr, group, q.data(), a.data(), bp))
                 return {q.data(), a.data(), bp, cols, group, enc->format, enc->offset, enc->steps16};
         }
-        // AVX-512: Q4_0, Q4_K and Q6_K through the same direct decoder (offset format: the type's raw bits,
+        // AVX-512: Q8_0 by gathers (gemm_avx512.cpp); Q4_0, Q4_K and Q6_K through the same direct decoder (offset format: the type's raw bits,
         // q + offset), then + (128 - offset) per byte, which is q + 128 exactly (the layouts are the same).
         // The unpack and interleave below took a fifth of a Q4_0 prefill on the Xeon VM.
+        if (direct && w.type == dtype::q8_0) {
+            a.resize(static_cast<size_t>(ng * k_panel_rows));
+            gemm_fill_q8_0_avx512(w, r0, nr, q.data(), a.data());
+            return {q.data(), a.data(), nullptr, cols, group, panel_format::plus_128, 128, 1};
+        }
         if (const avx2_encoding e = encoding_for(w.type, group); direct && e.format == panel_format::offset) {
             a.resize(static_cast<size_t>(ng * k_panel_rows));
             b.resize(static_cast<size_t>(ng * k_panel_rows));

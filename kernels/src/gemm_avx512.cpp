@@ -121,6 +121,27 @@ void float_dispatch(const float* w, int64_t k, const float* xt, int64_t np, int 
 
 }  // namespace
 
+// Q8_0 rows [r0, r0 + nr) into a plus_128 panel: line c/4 of each block takes dword c/4 of its 16 rows'
+// quants in one gather (the rows are row_bytes apart), flipped to q + 128; a = the rows' fp16 d. Rows
+// past nr: q = 0 (bytes 0x80), a = 0. The generic path (unpack each row, then interleave) took a fifth of
+// a Q8_0 prefill on the Xeon VM.
+void gemm_fill_q8_0_avx512(const tensor_view& w, int64_t r0, int nr, uint8_t* q, float* a) {
+    const __mmask16 live = static_cast<__mmask16>((1u << nr) - 1u);
+    const __m512i rows = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                            _mm512_set1_epi32(static_cast<int32_t>(w.row_bytes())));
+    const __m512i flip = _mm512_set1_epi32(static_cast<int32_t>(0x80808080u));
+    const uint8_t* base = w.row(r0);
+    for (int64_t blk = 0; blk < w.cols / 32; ++blk, base += 34) {
+        const __m512i d = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, rows, base, 1);
+        _mm512_storeu_ps(a + blk * 16, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(d)));  // the low half of each: d
+        SL_UNROLL
+        for (int c4 = 0; c4 < 8; ++c4) {
+            const __m512i v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, rows, base + 2 + 4 * c4, 1);
+            _mm512_storeu_si512(q + (blk * 8 + c4) * 64, _mm512_xor_si512(v, flip));
+        }
+    }
+}
+
 gemm_float_fn gemm_float_avx512() { return float_dispatch; }
 
 gemm_panel_fn gemm_panel_avx512() {

@@ -104,6 +104,9 @@ gemm_panel_fn gemm_panel_avx512();
 // AMX-INT8 tiles (plus_128 panels, bits of gemm_panel_avx512): null without AMX-INT8 and VNNI, or when
 // the OS does not grant the tile state.
 gemm_panel_fn gemm_panel_amx();
+// AVX-512 (after the CPUID check): Q8_0 rows [r0, r0 + nr) of w (nr <= 16) into a plus_128 panel q, and a
+// (group 32); rows past nr are zeros.
+void gemm_fill_q8_0_avx512(const tensor_view& w, int64_t r0, int nr, uint8_t* q, float* a);
 
 // AVX2 helpers (gemm_avx2.cpp), called only after the CPUID check: rows [16][cols] of decoded q
 // (cols a multiple of 32) into the panel layout of `format` (offset or wide; q holds 2 * 16 * cols
