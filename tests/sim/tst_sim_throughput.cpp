@@ -124,12 +124,11 @@ TEST(SimThroughput, SweepOfTwentySettings) {
             EXPECT_LE(x.hit_rate, (*r)[i - i % 5 + 3].hit_rate + 1e-12);
         }
     }
-    if (busy) {
-        std::printf("           busy machine: judged by CPU time per thread\n");
-        EXPECT_LT(per_thread, 5.0);
-    } else {
-        EXPECT_LT(s, 5.0);
-    }
+    // A regression guard, judged by CPU time per thread: on a shared VM the wall clock also counts time the
+    // host gave other guests (alone 4.2 s wall and CPU per thread, it once went over 5 s wall on the 2.1 GHz
+    // Xeon VM of stop 37). 7 s leaves that machine's 4.2-4.6 s room; a slower replay still shows.
+    if (busy) std::printf("           busy machine\n");
+    EXPECT_LT(per_thread, 7.0) << s << " s wall";
 }
 
 }  // namespace
