@@ -202,8 +202,9 @@ struct panel_buffer {
             if (gemm_fill_panel_avx2(w, r0, nr, group, q.data(), a.data(), bp))
                 return {q.data(), a.data(), bp, cols, group, enc->format, enc->offset, enc->steps16};
         }
-        // AVX-512: Q8_0 by gathers (gemm_avx512.cpp); Q4_0, Q4_K and Q6_K through the same direct decoder (offset format: the type's raw bits,
-        // q + offset), then + (128 - offset) per byte, which is q + 128 exactly (the layouts are the same).
+        // AVX-512: Q8_0 by gathers (gemm_avx512.cpp); Q4_0, Q4_K and Q6_K through the same direct decoder
+        // (offset format: the type's raw bits, q + offset), then + (128 - offset) per byte, which is q + 128
+        // exactly (the layouts are the same).
         // The unpack and interleave below took a fifth of a Q4_0 prefill on the Xeon VM.
         if (direct && w.type == dtype::q8_0) {
             a.resize(static_cast<size_t>(ng * k_panel_rows));
@@ -449,7 +450,8 @@ void gemm_int8(const tensor_view& wv, const float* x, int64_t n, float* y, int n
                 rows.resize(static_cast<size_t>(k_panel_rows * rb));
                 const auto to_rows = kt.x8_to_rows ? kt.x8_to_rows : rows_x8_to_rows;
                 for (int g = 0; g < nr; g += k_rows_x8) to_rows(w.row(r0 + g), w.cols, rows.data() + g * rb, rb);
-                panel = buf.fill({dtype::q4_k, nr, w.cols, rows.data()}, 0, nr, group, kern.maddubs ? &enc : nullptr, direct);
+                panel = buf.fill({dtype::q4_k, nr, w.cols, rows.data()}, 0, nr, group, kern.maddubs ? &enc : nullptr,
+                                 direct);
             } else {
                 panel = buf.fill(w, r0, nr, group, kern.maddubs ? &enc : nullptr, direct);
             }
