@@ -405,7 +405,7 @@ void gemm_int8(const tensor_view& wv, const float* x, int64_t n, float* y, int n
     if (x8) w.type = dtype::q4_k;
     const kernel_table& kt = active_table();
     const int8_kernel kern = active_int8_kernel();
-    const bool direct = active_isa() == isa::avx512;  // plus_128 panels through the AVX2 decoder
+    const bool direct = !kern.maddubs && active_isa() == isa::avx512;  // plus_128 panels, AVX2/AVX-512 decoders
     const int group = scales_per_16(w.type) ? 16 : 32;
     const avx2_encoding enc = encoding_for(w.type, group);
     token_scratch& tok = thread_tokens();
