@@ -39,6 +39,18 @@ std::vector<double> ref_gemm(const std::vector<double>& w, int64_t rows, int64_t
     return y;
 }
 
+// n tokens of cols activations (make_x, seeds seed + step * tk; token `small` scaled by 1e-3) into xs, and
+// the values gemm multiplies with for type t, in double, into xq.
+void make_tokens(dtype t, int64_t cols, int64_t n, uint64_t seed, uint64_t step, int64_t small,
+                 std::vector<float>& xs, std::vector<double>& xq) {
+    for (int64_t tk = 0; tk < n; ++tk) {
+        const std::vector<float> x = make_x(cols, seed + step * static_cast<uint64_t>(tk), tk == small ? 1e-3f : 1.0f);
+        xs.insert(xs.end(), x.begin(), x.end());
+        const std::vector<double> q = quantized_x_for(t, x);
+        xq.insert(xq.end(), q.begin(), q.end());
+    }
+}
+
 // gemm on ISA i, checked against ref (nmse) and bit for bit against `first` (the first ISA's result,
 // stored there when empty); returns Y.
 std::vector<float> checked_gemm(const matrix& m, const std::vector<float>& xs, int64_t n, k::isa i,
@@ -73,12 +85,7 @@ TEST_P(gemm_int8, matches_reference_identical_across_isas_close_to_gemv) {
         for (int64_t n : {2, 3, 7, 13, 16}) {
             std::vector<float> xs;
             std::vector<double> xq;
-            for (int64_t tk = 0; tk < n; ++tk) {
-                const std::vector<float> x = make_x(cols, 300 + 17 * tk + rows, tk == 1 ? 1e-3f : 1.0f);
-                xs.insert(xs.end(), x.begin(), x.end());
-                const std::vector<double> q = quantized_x_for(t, x);
-                xq.insert(xq.end(), q.begin(), q.end());
-            }
+            make_tokens(t, cols, n, 300 + rows, 17, 1, xs, xq);
             const std::vector<double> ref = ref_gemm(w, rows, cols, xq);
             std::vector<float> first;
             for (k::isa i : isas()) {
@@ -174,12 +181,7 @@ TEST(gemm_amx, same_bits_as_vnni_kernel) {
                 SCOPED_TRACE(::testing::Message() << dtype_name(t) << " " << rows << "x" << cols << " n=" << n);
                 std::vector<float> xs;
                 std::vector<double> xq;
-                for (int64_t tk = 0; tk < n; ++tk) {
-                    const std::vector<float> x = make_x(cols, 500 + 13 * tk + rows, tk == 3 ? 1e-3f : 1.0f);
-                    xs.insert(xs.end(), x.begin(), x.end());
-                    const std::vector<double> q = quantized_x_for(t, x);
-                    xq.insert(xq.end(), q.begin(), q.end());
-                }
+                make_tokens(t, cols, n, 500 + rows, 13, 3, xs, xq);
                 std::vector<float> on(static_cast<size_t>(n * rows), -7.0f), off = on;
                 ASSERT_TRUE(k::set_amx_enabled(true));
                 k::gemm(m.view, xs.data(), n, on.data(), 2);
