@@ -1,8 +1,9 @@
 // Blocked GEMMs for prefill. Block-quantized weights: every token's activations are quantized once,
 // each thread decodes its weight rows 16 at a time into an int8 panel (gemm_internal.h) kept in L2
 // and runs every token past it, so nibbles and K-quant scales are unpacked once per gemm instead of
-// once per (row, token). F16/BF16: rows widened to f32 8 at a time against transposed activations,
-// so each weight is loaded once per 32 tokens instead of once per token.
+// once per (row, token). F16/BF16: a panel of 16 (AVX2) or 32 (AVX-512) rows widened to f32 one column
+// chunk at a time, every token of the chunk passing it, so each weight is decoded once per 128 tokens;
+// the portable path widens 8 rows against transposed activations.
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -263,18 +264,6 @@ panel_buffer& thread_panel() {
     return p;
 }
 
-gemm_float_fn active_float_fn() {
-    switch (active_isa()) {
-        case isa::avx512:
-            return gemm_float_avx512();
-        case isa::avx2:
-            return gemm_float_avx2();
-        case isa::scalar:
-            break;
-    }
-    return gemm_float_scalar();
-}
-
 // The caller's transposed activations (filled by all threads of a gemm_float) and each thread's
 // widened rows; grow only.
 std::vector<float>& thread_xt() {
@@ -285,20 +274,26 @@ std::vector<float>& thread_wide_rows() {
     thread_local std::vector<float> v;
     return v;
 }
+std::vector<float>& thread_packed_x() {
+    thread_local std::vector<float> v;
+    return v;
+}
 
 }  // namespace
 
 namespace {
 
-// Tokens per call of gemm_float_panels_avx2 (gemm_float).
+// Tokens per call of gemm_float_panels (gemm_float).
 constexpr int64_t k_float_token_block = 128;
 
-// AVX2: 16-row panels widened and transposed one column chunk at a time, the chunk of every
-// token's x (n * k_chunk floats) kept in L2 while each thread's panels pass it; y holds the
-// accumulators between chunks (stored and reloaded exactly, so each output is still one FMA chain
-// in column order). The last panel, when partial, accumulates in a scratch of 16 rows per token.
-void gemm_float_panels_avx2(const tensor_view& w, const float* x, int64_t n, float* y, int nt) {
-    const int64_t k = w.cols, panels = (w.rows + k_panel_rows - 1) / k_panel_rows;
+// AVX2 and AVX-512: panels of R rows (16: the AVX2 kernel's two ymm; 32: the AVX-512 kernel's two
+// zmm, as two 16-row halves kc * 16 floats apart) widened and transposed one column chunk at a time,
+// the chunk of every token's x (n * k_chunk floats) kept in L2 while each thread's panels pass it; y
+// holds the accumulators between chunks (stored and reloaded exactly, so each output is still one FMA
+// chain in column order). The last panel, when partial, accumulates in a scratch of R rows per token.
+void gemm_float_panels(const tensor_view& w, const float* x, int64_t n, float* y, int nt, bool avx512) {
+    const int R = avx512 ? k_float_halves * k_panel_rows : k_panel_rows;
+    const int64_t k = w.cols, panels = (w.rows + R - 1) / R;
     nt = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(nt, panels)));
     // ~128 KiB of x per chunk, in multiples of 8 columns.
     const int64_t k_chunk = std::clamp<int64_t>(128 * 1024 / 4 / n / 8 * 8, 64, 512);
@@ -308,35 +303,45 @@ void gemm_float_panels_avx2(const tensor_view& w, const float* x, int64_t n, flo
         const int th = omp_get_thread_num(), nth = omp_get_num_threads();
         const int64_t p0 = panels * th / nth, p1 = panels * (th + 1) / nth;
         std::vector<float>& wt = thread_wide_rows();
-        if (wt.size() < static_cast<size_t>(k_chunk * k_panel_rows))
-            wt.resize(static_cast<size_t>(k_chunk * k_panel_rows));
-        std::vector<float>& part = thread_xt();  // the partial panel's rows, [n][16]
-        const int last_nr = static_cast<int>(w.rows - (panels - 1) * k_panel_rows);
-        if (p1 == panels && last_nr < k_panel_rows && part.size() < static_cast<size_t>(n * k_panel_rows))
-            part.resize(static_cast<size_t>(n * k_panel_rows));
+        if (wt.size() < static_cast<size_t>(k_chunk * R)) wt.resize(static_cast<size_t>(k_chunk * R));
+        std::vector<float>& part = thread_xt();  // the partial panel's rows, [n][R]
+        const int last_nr = static_cast<int>(w.rows - (panels - 1) * R);
+        if (p1 == panels && last_nr < R && part.size() < static_cast<size_t>(n * R))
+            part.resize(static_cast<size_t>(n * R));
+        std::vector<float>& xp = thread_packed_x();  // AVX-512: the chunk's x in token tiles
+        if (avx512 && xp.size() < static_cast<size_t>(n * k_chunk)) xp.resize(static_cast<size_t>(n * k_chunk));
         for (int64_t c0 = 0; c0 < k; c0 += k_chunk) {
             const int64_t c1 = std::min(k, c0 + k_chunk);
+            if (avx512) gemm_float_pack_avx512(x + c0, k, n, c1 - c0, xp.data());
+            const auto kernel = [&](float* out, int64_t ys, const gemm_prefetch_rows& next) {
+                if (avx512)
+                    gemm_float_panel_avx512(wt.data(), c1 - c0, xp.data(), n, out, ys, c0 == 0, next);
+                else
+                    gemm_float_panel_avx2(wt.data(), c1 - c0, x + c0, k, n, out, ys, c0 == 0, next);
+            };
             for (int64_t pi = p0; pi < p1; ++pi) {
-                const int64_t r0 = pi * k_panel_rows;
-                const int nr = static_cast<int>(std::min<int64_t>(k_panel_rows, w.rows - r0));
-                gemm_widen_panel_avx2(w, r0, nr, c0, c1, wt.data());
+                const int64_t r0 = pi * R;
+                const int nr = static_cast<int>(std::min<int64_t>(R, w.rows - r0));
+                for (int h = 0; h < R / k_panel_rows; ++h)
+                    gemm_widen_panel_avx2(w, r0 + h * k_panel_rows, std::clamp(nr - h * k_panel_rows, 0, k_panel_rows),
+                                          c0, c1, wt.data() + h * (c1 - c0) * k_panel_rows);
                 // What the next widen reads: the next panel's rows of this chunk, or the first
                 // panel's rows of the next chunk.
                 gemm_prefetch_rows next;
                 const int64_t nc0 = pi + 1 < p1 ? c0 : c1, nc1 = pi + 1 < p1 ? c1 : std::min(k, c1 + k_chunk);
-                const int64_t nr0 = pi + 1 < p1 ? r0 + k_panel_rows : p0 * k_panel_rows;
+                const int64_t nr0 = pi + 1 < p1 ? r0 + R : p0 * R;
                 if (nc0 < nc1)
                     next = {w.row(nr0) + 2 * nc0, w.row_bytes(), 2 * (nc1 - nc0),
-                            static_cast<int>(std::min<int64_t>(k_panel_rows, w.rows - nr0))};
-                if (nr == k_panel_rows)
-                    gemm_float_panel_avx2(wt.data(), c1 - c0, x + c0, k, n, y + r0, w.rows, c0 == 0, next);
+                            static_cast<int>(std::min<int64_t>(R, w.rows - nr0))};
+                if (nr == R)
+                    kernel(y + r0, w.rows, next);
                 else
-                    gemm_float_panel_avx2(wt.data(), c1 - c0, x + c0, k, n, part.data(), k_panel_rows, c0 == 0, next);
+                    kernel(part.data(), R, next);
             }
         }
-        if (p1 == panels && last_nr < k_panel_rows)
+        if (p1 == panels && last_nr < R)
             for (int64_t t = 0; t < n; ++t)
-                std::memcpy(y + t * w.rows + (panels - 1) * k_panel_rows, part.data() + t * k_panel_rows,
+                std::memcpy(y + t * w.rows + (panels - 1) * R, part.data() + t * R,
                             static_cast<size_t>(last_nr) * sizeof(float));
     }
 }
@@ -344,7 +349,7 @@ void gemm_float_panels_avx2(const tensor_view& w, const float* x, int64_t n, flo
 }  // namespace
 
 void gemm_float(const tensor_view& w, const float* x, int64_t n, float* y, int nt) {
-    if (active_isa() == isa::avx2) {
+    if (active_isa() != isa::scalar) {
         // Tokens in blocks of k_float_token_block: the panels keep their accumulators in y between
         // column chunks, so y (rows x tokens) is re-read once per chunk, and past a few hundred tokens
         // it no longer stays in cache. F16 llama-1b prefill of 1000 tokens in one batch, 2 threads:
@@ -352,11 +357,12 @@ void gemm_float(const tensor_view& w, const float* x, int64_t n, float* y, int n
         // 256 / 512 (128 tokens: 72 either way). Each output is still one FMA chain in column order.
         constexpr int64_t tb = k_float_token_block;
         for (int64_t t0 = 0; t0 < n; t0 += tb)
-            gemm_float_panels_avx2(w, x + t0 * w.cols, std::min(tb, n - t0), y + t0 * w.rows, nt);
+            gemm_float_panels(w, x + t0 * w.cols, std::min(tb, n - t0), y + t0 * w.rows, nt,
+                              active_isa() == isa::avx512);
         return;
     }
     const dequant_fn widen = active_table().dequant[static_cast<int>(w.type)];
-    const gemm_float_fn fn = active_float_fn();
+    const gemm_float_fn fn = gemm_float_scalar();
     const int64_t k = w.cols, np = (n + 15) / 16 * 16;
     std::vector<float>& xt = thread_xt();
     if (xt.size() < static_cast<size_t>(k * np)) xt.resize(static_cast<size_t>(k * np));

@@ -181,14 +181,6 @@ void token_tile(int size, const gemm_panel& p, int64_t g, const typename K::act*
     K::template run<T>(p, g, xq, side, accf);
 }
 
-// n tokens as ceil(n / TM) tiles of near-equal size (128 = 18 x 6 + 4 x 5): a short last tile
-// reuses each weight load for only a few tokens.
-struct token_tiles {
-    int64_t count, base, extra;
-    token_tiles(int64_t n, int tm) : count((n + tm - 1) / tm), base(n / count), extra(n % count) {}
-    int size(int64_t i) const { return static_cast<int>(base + (i < extra ? 1 : 0)); }
-};
-
 std::vector<float>& thread_acc() {
     thread_local std::vector<float> v;
     return v;
@@ -482,9 +474,6 @@ void widen_columns(const tensor_view& w, int64_t r0, int nr, int64_t c0, int64_t
 gemm_panel_fn gemm_panel_avx2() {
     return panel_dispatch;
 }
-gemm_float_fn gemm_float_avx2() {
-    return float_generic;
-}
 
 void gemm_pack_panel_avx2(const int8_t* rows, int64_t cols, panel_format format, int offset, uint8_t* q) {
     if (format == panel_format::wide) {
@@ -585,13 +574,9 @@ void gemm_float_panel_avx2(const float* wt, int64_t kc, const float* x, int64_t 
                            bool first, const gemm_prefetch_rows& next) {
     constexpr int TM = 6;  // 12 accumulators + 2 weights + 1 broadcast
     const token_tiles tiles(n, TM);
-    const int64_t lines_per_row = (next.bytes + 63) / 64, lines = lines_per_row * next.rows;
     int64_t t = 0;
     for (int64_t i = 0; i < tiles.count; ++i) {
-        for (int64_t l = i * lines / tiles.count; l < (i + 1) * lines / tiles.count; ++l)
-            _mm_prefetch(
-                reinterpret_cast<const char*>(next.p) + (l / lines_per_row) * next.stride + 64 * (l % lines_per_row),
-                _MM_HINT_T1);
+        next.prefetch_part(i, tiles.count);
         const int size = tiles.size(i);
         float_tile_n<TM>(size, wt, kc, x + t * xs, xs, y + t * ys, ys, first);
         t += size;

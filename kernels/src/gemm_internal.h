@@ -86,15 +86,14 @@ struct gemm_tokens {
 //   acc  = fma(b[g], xm[g], acc)                    (types with a minimum)
 using gemm_panel_fn = void (*)(const gemm_panel& p, const gemm_tokens& x, float* y, int64_t y_stride, int n_rows);
 
-// Float GEMM (F16/BF16 weights widened to f32 once per gemm): k_float_rows weight rows (f32, K apart)
-// against 16 * TV tokens of the transposed activations xt (xt[k * np + t]), into out[r * 32 + t].
-// Per row and token: acc = 0, then acc = fma(w[k], x[k], acc) for k = 0, 1, ... in order.
+// Portable float GEMM (F16/BF16 weights widened to f32 once per gemm): k_float_rows weight rows (f32,
+// K apart) against 16 * TV tokens of the transposed activations xt (xt[k * np + t]), into
+// out[r * 32 + t]. Per row and token: acc = 0, then acc = fma(w[k], x[k], acc) for k = 0, 1, ... in
+// order; the AVX2 and AVX-512 panel kernels below keep that chain.
 constexpr int k_float_rows = 8;
 using gemm_float_fn = void (*)(const float* w, int64_t k, const float* xt, int64_t np, int tv, float* out);
 
 gemm_float_fn gemm_float_scalar();
-gemm_float_fn gemm_float_avx2();
-gemm_float_fn gemm_float_avx512();
 
 gemm_panel_fn gemm_panel_scalar();
 // Reads offset / wide panels and the group-major token arrays.
@@ -131,10 +130,34 @@ struct gemm_prefetch_rows {
     const uint8_t* p = nullptr;
     int64_t stride = 0, bytes = 0;
     int rows = 0;
+    // Part i of `parts` of the lines into L2. Always inlined, as prefetch_span (dense_internal.h): an
+    // out-of-line copy would look free of side effects to GCC and its calls be deleted.
+    [[gnu::always_inline]] void prefetch_part(int64_t i, int64_t parts) const {
+        const int64_t lines_per_row = (bytes + 63) / 64, lines = lines_per_row * rows;
+        for (int64_t l = i * lines / parts; l < (i + 1) * lines / parts; ++l)
+            __builtin_prefetch(p + (l / lines_per_row) * stride + 64 * (l % lines_per_row), 0, 2);
+    }
 };
+
+// n tokens as ceil(n / TM) tiles of near-equal size (128 = 18 x 6 + 4 x 5): a short last tile
+// reuses each weight load for only a few tokens.
+struct token_tiles {
+    int64_t count, base, extra;
+    token_tiles(int64_t n, int tm) : count((n + tm - 1) / tm), base(n / count), extra(n % count) {}
+    int size(int64_t i) const { return static_cast<int>(base + (i < extra ? 1 : 0)); }
+};
+
 void gemm_widen_panel_avx2(const tensor_view& w, int64_t r0, int nr, int64_t c0, int64_t c1, float* wt);
 void gemm_float_panel_avx2(const float* wt, int64_t kc, const float* x, int64_t xs, int64_t n, float* y, int64_t ys,
                            bool first, const gemm_prefetch_rows& next);
+// The same over 16 * k_float_halves rows (AVX-512F): wt holds that many 16-row panels, rows 16 h to
+// 16 h + 15 at wt + h * kc * 16, and xp the chunk's activations as gemm_float_pack_avx512 packs them (n * kc floats): in the kernel's
+// token tiles, each tile column-major (the tile of tokens [t, t + s) at xp + t * kc, x[t + j][c] at
+// c * s + j).
+constexpr int k_float_halves = 2;  // 16-row panels per AVX-512 float panel
+void gemm_float_pack_avx512(const float* x, int64_t xs, int64_t n, int64_t kc, float* xp);
+void gemm_float_panel_avx512(const float* wt, int64_t kc, const float* xp, int64_t n, float* y, int64_t ys, bool first,
+                             const gemm_prefetch_rows& next);
 
 namespace {  // each including TU (built with its own ISA flags) gets its own copy
 

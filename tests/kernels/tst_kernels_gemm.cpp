@@ -232,10 +232,10 @@ class gemm_float : public ::testing::TestWithParam<dtype> {};
 TEST_P(gemm_float, matches_reference_identical_across_isas_close_to_gemv) {
     const dtype t = GetParam();
     isa_guard guard;
-    // Row counts around the 8-row block (AVX-512) and 16-row panel (AVX2), token counts around the
-    // 16/32-token tiles and past the AVX2 path's 128-token blocks (300 = 128 + 128 + 44); 1100 columns
-    // span several of the AVX2 kernel's column chunks (<= 512) and end in a partial 8-column step.
-    const std::pair<int64_t, int64_t> shapes[] = {{1, 16}, {7, 33}, {9, 100}, {30, 256}, {20, 1100}};
+    // Row counts around the 8-row block (portable), the 16-row panel (AVX2) and the 32-row panel
+    // (AVX-512), token counts around the 6/12-token tiles and past the 128-token blocks (300 = 128 +
+    // 128 + 44); 1100 columns span several column chunks (<= 512) and end in a partial 8-column step.
+    const std::pair<int64_t, int64_t> shapes[] = {{1, 16}, {7, 33}, {9, 100}, {30, 256}, {20, 1100}, {45, 200}};
     for (const auto& [rows, cols] : shapes) {
         const matrix m = make_matrix(t, rows, cols, 3 * rows + cols);
         const std::vector<double> w = decode(m.view);
