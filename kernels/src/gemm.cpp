@@ -110,6 +110,14 @@ struct token_scratch {
     std::vector<gemm_group_side> side;
     act_kind kind = act_kind::q8_f32;
     int64_t n_src = -1, cols_src = -1;
+    // What the per-token pass last derived from qs (the group sums or the AVX2 kernels' packing, and the
+    // AMX tiles), so that a gemm on a reused x which needs the same skips the pass.
+    struct derived {
+        int group = 0, offset = 0;
+        bool maddubs = false, wide = false, amx = false;
+        bool operator==(const derived&) const = default;
+    };
+    derived made;
 
     void reserve(int64_t n, int64_t cols, int group) {
         auto grow = [](auto& v, int64_t size) {
@@ -147,6 +155,7 @@ struct token_scratch {
         if (k == kind && n == n_src && cols == cols_src && std::memcmp(src.data(), x, count * sizeof(float)) == 0)
             return true;
         src.assign(x, x + count);
+        made = {};
         kind = k;
         n_src = n;
         cols_src = cols;
@@ -204,8 +213,8 @@ struct panel_buffer {
                 return {q.data(), a.data(), bp, cols, group, enc->format, enc->offset, enc->steps16};
         }
         // AVX-512: Q8_0 by gathers (gemm_avx512.cpp); Q4_0, Q4_K and Q6_K through the same direct decoder
-        // (offset format: the type's raw bits, q + offset), then + (128 - offset) per byte, which is q + 128
-        // exactly (the layouts are the same).
+        // (offset format: the type's raw bits, q + offset), each byte + (128 - offset) as it is stored,
+        // which is q + 128 exactly (the layouts are the same).
         // The unpack and interleave below took a fifth of a Q4_0 prefill on the Xeon VM.
         if (direct && w.type == dtype::q8_0) {
             a.resize(static_cast<size_t>(ng * k_panel_rows));
@@ -216,11 +225,8 @@ struct panel_buffer {
             a.resize(static_cast<size_t>(ng * k_panel_rows));
             b.resize(static_cast<size_t>(ng * k_panel_rows));
             float* bp = qt.has_min ? b.data() : nullptr;
-            if (gemm_fill_panel_avx2(w, r0, nr, group, q.data(), a.data(), bp)) {
-                const auto shift = static_cast<uint8_t>(128 - e.offset);
-                for (uint8_t& v : q) v = static_cast<uint8_t>(v + shift);
+            if (gemm_fill_panel_avx2(w, r0, nr, group, q.data(), a.data(), bp, static_cast<uint8_t>(128 - e.offset)))
                 return {q.data(), a.data(), bp, cols, group, panel_format::plus_128, 128, 1};
-            }
         }
         rows.resize(static_cast<size_t>(cols * k_panel_rows));
         // Rows past the matrix: q = 0, a = b = 0; they compute zeros nobody stores.
@@ -419,6 +425,9 @@ void gemm_int8(const tensor_view& wv, const float* x, int64_t n, float* y, int n
     if (kern.maddubs) tok.reserve_grouped(n, w.cols, group);
     if (kern.amx && tok.qa.size() < static_cast<size_t>(n * w.cols)) tok.qa.resize(static_cast<size_t>(n * w.cols));
     const bool reused = tok.reuse(quant_info(w.type).act, x, n, w.cols);
+    const token_scratch::derived need{group, enc.offset, kern.maddubs, enc.format == panel_format::wide, kern.amx};
+    const bool ready = reused && tok.made == need;  // q/k/v and gate/up of one type: the second and third
+    tok.made = need;                                 // gemms skip the token pass
     const gemm_tokens xs{tok.qs.data(),
                          tok.corr.data(),
                          tok.dx.data(),
@@ -433,16 +442,17 @@ void gemm_int8(const tensor_view& wv, const float* x, int64_t n, float* y, int n
 
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
+        if (!ready) {
 #pragma omp for schedule(static)
-        for (int64_t t = 0; t < n; ++t) {
-            if (!reused) tok.quantize(kt, w.type, x, t, w.cols);
-            if (kern.maddubs)
-                tok.pack(t, n, w.cols, group, enc);
-            else
-                tok.sums(t, w.cols, group);
-            if (kern.amx && t < n / 16 * 16) tok.pack_tiles(t, w.cols, group);
-        }
-        // implicit barrier: every token is ready before any panel uses it
+            for (int64_t t = 0; t < n; ++t) {
+                if (!reused) tok.quantize(kt, w.type, x, t, w.cols);
+                if (kern.maddubs)
+                    tok.pack(t, n, w.cols, group, enc);
+                else
+                    tok.sums(t, w.cols, group);
+                if (kern.amx && t < n / 16 * 16) tok.pack_tiles(t, w.cols, group);
+            }
+        }  // the loop's implicit barrier: every token is ready before any panel uses it
         const int th = omp_get_thread_num(), nth = omp_get_num_threads();
         const int64_t p0 = panels * th / nth, p1 = panels * (th + 1) / nth;
         panel_buffer& buf = thread_panel();

@@ -379,8 +379,9 @@ struct q6_k_dec {
 // Rows [r0, r0 + nr) of w into the panel: per block, each row's scales into a/b, then per 32-column
 // chunk the 16 rows' values transposed into 64-byte lines (rows past nr: zeros, and a = b = 0).
 template <class D, bool WIDE>
-void fill_direct(const tensor_view& w, int64_t r0, int nr, int group, uint8_t* q, float* a, float* b) {
+void fill_direct(const tensor_view& w, int64_t r0, int nr, int group, uint8_t* q, float* a, float* b, uint8_t add) {
     const int64_t nblk = w.cols / D::elems;
+    const __m256i addv = _mm256_set1_epi8(static_cast<char>(add));
     const int per_blk = D::elems / group;
     const uint8_t* rows[k_panel_rows];
     for (int i = 0; i < k_panel_rows; ++i) rows[i] = i < nr ? w.row(r0 + i) : nullptr;
@@ -438,7 +439,8 @@ void fill_direct(const tensor_view& w, int64_t r0, int nr, int group, uint8_t* q
                 } else {
                     transpose8_epi32(u);
                     for (int j = 0; j < 8; ++j)
-                        _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + (c / 4 + j) * 64 + 32 * h), u[j]);
+                        _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + (c / 4 + j) * 64 + 32 * h),
+                                            _mm256_add_epi8(u[j], addv));
                 }
             }
         }
@@ -503,19 +505,20 @@ void gemm_pack_panel_avx2(const int8_t* rows, int64_t cols, panel_format format,
         }
 }
 
-bool gemm_fill_panel_avx2(const tensor_view& w, int64_t r0, int nr, int group, uint8_t* q, float* a, float* b) {
+bool gemm_fill_panel_avx2(const tensor_view& w, int64_t r0, int nr, int group, uint8_t* q, float* a, float* b,
+                          uint8_t add) {
     switch (w.type) {
         case dtype::q4_0:
-            fill_direct<q4_0_dec, false>(w, r0, nr, group, q, a, nullptr);
+            fill_direct<q4_0_dec, false>(w, r0, nr, group, q, a, nullptr, add);
             return true;
         case dtype::q8_0:
-            fill_direct<q8_0_dec, true>(w, r0, nr, group, q, a, nullptr);
+            fill_direct<q8_0_dec, true>(w, r0, nr, group, q, a, nullptr, add);
             return true;
         case dtype::q4_k:
-            fill_direct<q4_k_dec, false>(w, r0, nr, group, q, a, b);
+            fill_direct<q4_k_dec, false>(w, r0, nr, group, q, a, b, add);
             return true;
         case dtype::q6_k:
-            fill_direct<q6_k_dec, false>(w, r0, nr, group, q, a, nullptr);
+            fill_direct<q6_k_dec, false>(w, r0, nr, group, q, a, nullptr, add);
             return true;
         default:
             return false;

@@ -114,8 +114,9 @@ void gemm_pack_panel_avx2(const int8_t* rows, int64_t cols, panel_format format,
 // The same panel decoded straight from the blocks of rows [r0, r0 + nr) of w, with the encoding
 // encoding_for gives (Q4_0, Q4_K, Q6_K offset with their own offsets; Q8_0 wide), a and b as the
 // unpackers make them; false (nothing written) for the other types. b is written when the type has
-// a minimum.
-bool gemm_fill_panel_avx2(const tensor_view& w, int64_t r0, int nr, int group, uint8_t* q, float* a, float* b);
+// a minimum. `add` is added to every byte of an offset panel (128 - offset makes it plus_128: q + 128).
+bool gemm_fill_panel_avx2(const tensor_view& w, int64_t r0, int nr, int group, uint8_t* q, float* a, float* b,
+                          uint8_t add = 0);
 // Token t of n (its qs, per-32 scales d) into the group-major arrays (int16 values when wide).
 void gemm_pack_token_avx2(const int8_t* qs, const float* d, int64_t cols, int group, int offset, bool wide, int64_t t,
                           int64_t n, void* qg, gemm_group_side* side);

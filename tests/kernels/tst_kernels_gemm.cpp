@@ -195,10 +195,13 @@ TEST(gemm_amx, same_bits_as_vnni_kernel) {
 }
 
 // gemm keeps the last quantized x to reuse for the next matrix: the same buffer with new contents,
-// or the same contents for a type quantized another way, must not see a stale quantization.
+// or the same contents for a type quantized another way, must not see a stale quantization, and a
+// type of other scale groups must not see the last one's group sums or tiles (17 tokens: one whole
+// AMX tile of 16 where this CPU has them).
 TEST(gemm_int8_reuse, same_buffer_new_contents_and_other_activation_kinds) {
-    const int64_t rows = 20, cols = 512, n = 5;
+    const int64_t rows = 20, cols = 512, n = 17;
     const matrix a = random_blocks(dtype::q4_k, rows, cols, 1), b = random_blocks(dtype::q4_0, rows, cols, 2);
+    const matrix c = random_blocks(dtype::q6_k, rows, cols, 3);
     std::vector<float> xs(static_cast<size_t>(n * cols));
     auto fill = [&](uint64_t seed) {
         for (int64_t tk = 0; tk < n; ++tk) {
@@ -225,6 +228,9 @@ TEST(gemm_int8_reuse, same_buffer_new_contents_and_other_activation_kinds) {
     EXPECT_LE(error(a), 1e-11);
     EXPECT_LE(error(b), 1e-11);  // same x, another activation kind (Q8_K vs f32-scaled Q8)
     EXPECT_LE(error(a), 1e-11);
+    EXPECT_LE(error(c), 1e-11);  // same x and kind (Q8_K), groups of 16 instead of 32
+    EXPECT_LE(error(a), 1e-11);
+    EXPECT_LE(error(a), 1e-11);  // the token pass skipped
 }
 
 class gemm_float : public ::testing::TestWithParam<dtype> {};
