@@ -146,14 +146,16 @@ struct q6_ints : vnni_rows<dtype::q6_0x8, void> {
     }
 };
 
-// Coefficients of one step of 8 blocks: kq[g][e] = the int8 coefficients of channels 4g..4g+3 in
+// Coefficients of one step of K blocks: kq[g][e] = the int8 coefficients of channels 4g..4g+3 in
 // block e of the step, scale[e] = S, start[e] = -zero * sum_i k_ie (the unsigned weights' offset, exact).
-struct coef_tables {
-    alignas(64) uint32_t kq[k_groups][k_step];
-    alignas(64) float scale[k_step];
-    alignas(64) int32_t start[k_step];
-    alignas(64) float c[k_chunk_rows][k_step];
+template <int K>
+struct coef_step {
+    alignas(64) uint32_t kq[k_groups][K];
+    alignas(64) float scale[K];
+    alignas(64) int32_t start[K];
+    alignas(64) float c[k_chunk_rows][K];
 };
+using coef_tables = coef_step<k_step>;
 
 // Blocks [b, b + 8) from the fp16 scales of each row.
 template <typename V>
@@ -197,6 +199,72 @@ void coefs8(coef_tables& t, const uint8_t* const* r, const float* s, int nr, int
                                                                                   _mm256_mullo_epi32(sum, _mm256_set1_epi32(V::zero))));
 }
 
+// 16 byte coefficients of 4 rows (128-bit lane j = row j) -> dword e = the 4 rows' coefficients of block e.
+constexpr perm64 coef16_perm() {
+    perm64 p{};
+    for (int e = 0; e < 16; ++e)
+        for (int j = 0; j < 4; ++j) p.v[4 * e + j] = static_cast<uint8_t>(16 * j + e);
+    return p;
+}
+constexpr perm64 k_coef16_perm = coef16_perm();
+
+// coefs8 for the 16 blocks [b, b + 16) of x8 rows (two groups' scale heads) in zmm: per lane the same
+// operations, so the same coefficients, in about two thirds of the instructions of two coefs8 calls.
+// (Its row loop repeats coefs8's: a shared always-inline helper for the four maxima measured slower
+// in 3 of 4 alternating runs of the input-sparse kernel, for 2 instructions' difference.)
+template <typename V>
+void coefs16(coef_step<16>& t, const uint8_t* const* r, const float* s, int nr, int64_t b) {
+    static_assert(V::x8, "two scale heads of 8 blocks");
+    __m512 mxs[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    const int64_t o0 = V::scale_off(b), o1 = V::scale_off(b + 8);
+    const auto one = [&](int row, __m512& m) {
+        const __m128i h0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r[row] + o0));
+        const __m128i h1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r[row] + o1));
+        const __m512 c = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_set_m128i(h1, h0)), _mm512_set1_ps(s[row]));
+        _mm512_store_ps(t.c[row], c);
+        m = _mm512_max_ps(m, _mm512_abs_ps(c));
+    };
+    int row0 = 0;
+    for (; row0 + 4 <= nr; row0 += 4) {
+        one(row0, mxs[0]);
+        one(row0 + 1, mxs[1]);
+        one(row0 + 2, mxs[2]);
+        one(row0 + 3, mxs[3]);
+    }
+    for (; row0 < nr; ++row0) one(row0, mxs[0]);
+    const __m512 mx = _mm512_max_ps(_mm512_max_ps(mxs[0], mxs[1]), _mm512_max_ps(mxs[2], mxs[3]));
+    const __mmask16 nz = _mm512_cmp_ps_mask(mx, _mm512_setzero_ps(), _CMP_GT_OQ);
+    const __m512 inv = _mm512_maskz_div_ps(nz, _mm512_set1_ps(127.0f), mx);
+    _mm512_store_ps(t.scale, _mm512_div_ps(mx, _mm512_set1_ps(127.0f)));
+    __m512i sum = _mm512_setzero_si512();
+    const __m512i perm = load_perm(k_coef16_perm);
+    for (int g = 0; g * 4 < nr; ++g) {
+        __m128i q[4];
+        for (int j = 0; j < 4; ++j) {
+            const int i = 4 * g + j;
+            const __m512i k = i < nr ? _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_load_ps(t.c[i]), inv))
+                                     : _mm512_setzero_si512();
+            sum = _mm512_add_epi32(sum, k);
+            q[j] = _mm512_cvtsepi32_epi8(k);  // 16 bytes
+        }
+        const __m512i rows = _mm512_inserti64x4(
+            _mm512_castsi256_si512(_mm256_set_m128i(q[1], q[0])), _mm256_set_m128i(q[3], q[2]), 1);
+        _mm512_store_si512(t.kq[g], _mm512_permutexvar_epi8(perm, rows));
+    }
+    const __m512i start = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_mullo_epi32(sum, _mm512_set1_epi32(V::zero)));
+    _mm512_store_si512(t.start, start);
+}
+
+// The coefficients of the K blocks from b (K = 16: x8 forms only).
+template <typename V, int K>
+void coefs_step(coef_step<K>& t, const uint8_t* const* r, const float* s, int nr, int64_t b) {
+    if constexpr (K == 16) {
+        coefs16<V>(t, r, s, nr, b);
+    } else {
+        coefs8<V>(t, r, s, nr, b);
+    }
+}
+
 // Block j's 32 results of a step, as get()'s lo/hi, stored or added into out.
 inline void store_block(float* out, bool init, float scale, __m512i lo, __m512i hi) {
     const __m512 sv = _mm512_set1_ps(scale);
@@ -216,15 +284,16 @@ inline void store_block(float* out, bool init, float scale, __m512i lo, __m512i 
 // holds bytes 4w..4w+3 of each block (outputs 4w.. from the low nibbles, 16 + 4w.. from the high);
 // a 4x4 transpose of 128-bit lanes gives each block's outputs in order. Q4_0x8 in L2, one thread
 // (256 x 2048): 25.8 -> 28.9 GB/s, 30.8 with the high nibbles dotted in place (AVX2: 24.7).
-template <typename V>
+// K: blocks per coefficient step (16 where nb allows: coefs16).
+template <typename V, int K>
 void chunk_quads(float* acc, bool init, int ng, const uint8_t* const* r, const float* s, int n_rows, int64_t nb,
                  paced_prefetch<true>& prefetch) {
-    coef_tables t;
+    coef_step<K> t;
     const __m512i lane_of = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
     const __m512i m = _mm512_set1_epi8(0x0f);
     for (int64_t b = 0; b < nb; b += 4) {
-        const int te = static_cast<int>(b % k_step);
-        if (te == 0) coefs8<V>(t, r, s, n_rows, b);
+        const int te = static_cast<int>(b % K);
+        if (te == 0) coefs_step<V, K>(t, r, s, n_rows, b);
         for (int j = 0; j < 4; ++j) prefetch.step();
         const __m512i st = _mm512_permutexvar_epi32(
             lane_of, _mm512_castsi128_si512(_mm_load_si128(reinterpret_cast<const __m128i*>(t.start + te))));
@@ -268,36 +337,25 @@ void chunk_quads(float* acc, bool init, int ng, const uint8_t* const* r, const f
     }
 }
 
-template <typename V>
-void chunk(float* acc, bool init, int n_rows, const uint8_t* const* rows, const float* s, int64_t n,
-           const uint8_t* const* pf, int n_pf) {
-    const uint8_t* r[k_chunk_rows];
-    const int ng = (n_rows + 3) / 4;
-    for (int i = 0; i < 4 * ng; ++i) r[i] = rows[i < n_rows ? i : 0];  // padding rows get k = 0
-    const int64_t nb = n / 32;
-    // The next chunk's rows go to L2 while this one is consumed (paced_prefetch). L2, not L1: a chunk's
-    // rows (up to 32 x 4 KiB) do not fit L1 next to the current ones; T1 beat T0/T2/none (d = 1,
-    // 4096x14336 Q4_0, one thread: 2.3 / ~3.5 / 3.1 / ~4 ms).
-    paced_prefetch<true> prefetch(pf, n_pf, nb * V::bytes, nb);
-    if constexpr (V::quads) {
-        chunk_quads<V>(acc, init, ng, r, s, n_rows, nb, prefetch);  // nb: whole groups of 8 (x8 form)
-        return;
-    }
+// One block of 32 outputs per step (get()), coefficients K blocks at a time.
+template <typename V, int K>
+void chunk_blocks(float* acc, bool init, int ng, const uint8_t* const* r, const float* s, int n_rows, int64_t nb,
+                  paced_prefetch<true>& prefetch) {
     constexpr bool q8 = V::zero == 128;
     const __m512i perm_a = load_perm(q8 ? k_q8_lo : k_q4_perm);
     const __m512i perm_b = load_perm(k_q8_hi);
-    coef_tables t;
+    coef_step<K> t;
     for (int64_t b = 0; b < nb; ++b) {
-        // Coefficients 8 blocks at a time, just before their blocks, so the scales' cache misses overlap
+        // Coefficients K blocks at a time, just before their blocks, so the scales' cache misses overlap
         // the dots (a pass over 128 blocks' scales first ran DIP and TEAL end to end ~10 points of
         // their ideal slower on the x8 forms, whose scales sit in every group's head line).
-        const bool whole = nb - b / k_step * k_step >= k_step;  // b is in a whole step of 8 blocks
+        const bool whole = nb - b / K * K >= K;  // b is in a whole step of K blocks
         if (!whole) {  // the last nb % 8 blocks (never in the x8 forms), each as entry 0
             coefs_one_block<V::zero>(t, 0, r, s, n_rows, V::scale_off(b));
-        } else if (b % k_step == 0) {
-            coefs8<V>(t, r, s, n_rows, b);
+        } else if (b % K == 0) {
+            coefs_step<V, K>(t, r, s, n_rows, b);
         }
-        const int te = whole ? static_cast<int>(b % k_step) : 0;
+        const int te = whole ? static_cast<int>(b % K) : 0;
         prefetch.step();
         __m512i a0 = _mm512_set1_epi32(t.start[te]), a1 = a0;
         for (int g = 0; g < ng; ++g) {
@@ -309,6 +367,33 @@ void chunk(float* acc, bool init, int n_rows, const uint8_t* const* rows, const 
         }
         store_block(acc + b * 32, init, t.scale[te], a0, a1);
     }
+}
+
+template <typename V>
+void chunk(float* acc, bool init, int n_rows, const uint8_t* const* rows, const float* s, int64_t n,
+           const uint8_t* const* pf, int n_pf) {
+    const uint8_t* r[k_chunk_rows];
+    const int ng = (n_rows + 3) / 4;
+    for (int i = 0; i < 4 * ng; ++i) r[i] = rows[i < n_rows ? i : 0];  // padding rows get k = 0
+    const int64_t nb = n / 32;
+    // The next chunk's rows go to L2 while this one is consumed (paced_prefetch). L2, not L1: a chunk's
+    // rows (up to 32 x 4 KiB) do not fit L1 next to the current ones; T1 beat T0/T2/none (d = 1,
+    // 4096x14336 Q4_0, one thread: 2.3 / ~3.5 / 3.1 / ~4 ms).
+    paced_prefetch<true> prefetch(pf, n_pf, nb * V::bytes, nb);
+    // Coefficients of 16 blocks per pass where the rows are x8 groups in whole pairs (coefs16). Q4_0x8
+    // input-sparse, 4096x14336, 2 threads, builds alternating x3: 12.9-14.8 -> 14.9-18.2 GB/s.
+    const bool by16 = V::x8 && nb % 16 == 0;
+    if constexpr (V::quads) {  // nb: whole groups of 8 (x8 form)
+        if (by16)
+            chunk_quads<V, 16>(acc, init, ng, r, s, n_rows, nb, prefetch);
+        else
+            chunk_quads<V, k_step>(acc, init, ng, r, s, n_rows, nb, prefetch);
+        return;
+    }
+    if constexpr (V::x8) {
+        if (by16) return chunk_blocks<V, 16>(acc, init, ng, r, s, n_rows, nb, prefetch);
+    }
+    chunk_blocks<V, k_step>(acc, init, ng, r, s, n_rows, nb, prefetch);
 }
 
 }  // namespace
