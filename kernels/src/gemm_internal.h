@@ -152,9 +152,9 @@ void gemm_widen_panel_avx2(const tensor_view& w, int64_t r0, int nr, int64_t c0,
 void gemm_float_panel_avx2(const float* wt, int64_t kc, const float* x, int64_t xs, int64_t n, float* y, int64_t ys,
                            bool first, const gemm_prefetch_rows& next);
 // The same over 16 * k_float_halves rows (AVX-512F): wt holds that many 16-row panels, rows 16 h to
-// 16 h + 15 at wt + h * kc * 16, and xp the chunk's activations as gemm_float_pack_avx512 packs them (n * kc floats): in the kernel's
-// token tiles, each tile column-major (the tile of tokens [t, t + s) at xp + t * kc, x[t + j][c] at
-// c * s + j).
+// 16 h + 15 at wt + h * kc * 16, and xp the chunk's activations as gemm_float_pack_avx512 packs them
+// (n * kc floats): in the kernel's token tiles, each tile column-major (the tile of tokens [t, t + s)
+// at xp + t * kc, x[t + j][c] at c * s + j).
 constexpr int k_float_halves = 2;  // 16-row panels per AVX-512 float panel
 void gemm_float_pack_avx512(const float* x, int64_t xs, int64_t n, int64_t kc, float* xp);
 void gemm_float_panel_avx512(const float* wt, int64_t kc, const float* xp, int64_t n, float* y, int64_t ys, bool first,
