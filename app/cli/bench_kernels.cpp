@@ -275,8 +275,8 @@ private:
         });
     }
 
-    // Q4_K: the same matrix in the engine's dense layout (Q4_Kx8r, where this CPU has its kernel), timed
-    // beside the rows as "dense_x8" (its speed-up is over them); id -1 where it does not apply.
+    // Q4_K / Q4_0: the same matrix in the engine's dense layout (Q4_Kx8r / Q4_0x8r, where this CPU has its
+    // kernel), timed beside the rows as "dense_x8" (its speed-up is over them); id -1 where it does not apply.
     struct x8_cases {
         k::owned_matrix m;
         std::unique_ptr<copies> set;
@@ -284,13 +284,15 @@ private:
     };
     void add_x8_case(interleaved_timer& t, x8_cases& c, const uint8_t* src, int64_t rows, int64_t cols,
                      std::vector<float>& y) const {
-        if (m_t != dtype::q4_k || rows % k_rows_x8 != 0 || !k::rows_x8_native()) return;
+        if (!dtype_is_rows_x8(dtype_rows_x8_form(m_t)) || rows % k_rows_x8 != 0 || cols % qk_k != 0 ||
+            !k::rows_x8_native(m_t))
+            return;
         c.m = k::to_rows_x8(view(src, rows, cols));
         c.set = std::make_unique<copies>(c.m.view.data, c.m.view.bytes(), copies_for(m_ws, c.m.view.bytes()),
                                          m_p.huge_pages);
         const std::vector<float>& x = cols == m_s.hidden ? m_x_hidden : m_x_dim;
         c.id = t.add(c.set->size(), [&, set = c.set.get(), rows, cols](int64_t i, int) {
-            k::gemv(tensor_view{dtype::q4_k_r8, rows, cols, (*set)[i]}, x.data(), y.data(), m_p.threads);
+            k::gemv(tensor_view{dtype_rows_x8_form(m_t), rows, cols, (*set)[i]}, x.data(), y.data(), m_p.threads);
         });
     }
     void x8_row(const interleaved_timer& t, const x8_cases& c, const std::string& matrix, int64_t rows, double bytes,

@@ -521,8 +521,8 @@ void register_bench(CLI::App& app, command_fn& run) {
                 "Also time each stage of the decode (q/k/v, attention, MLP parts, selection, logits): ms/token, GB/s, "
                 "and per stage what the method would take at dense's GB/s");
     c->add_flag("--no-regroup", o->no_regroup,
-                "Read Q4_K matrices as the file's rows, not regrouped 8 rows at a time (what the regrouping buys; "
-                "the same results)");
+                "Read Q4_K and Q4_0 matrices as the file's rows, not regrouped 8 rows at a time (what the regrouping "
+                "buys; the same results)");
     c->add_flag("--no-amx", o->no_amx,
                 "Prefill without the AMX tiles on CPUs that have them (the AVX-512 VNNI kernel; the same results)");
     // `bench kernels` sets `run` itself; CLI11 runs this parent callback after it, so leave it alone then.

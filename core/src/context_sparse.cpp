@@ -158,13 +158,15 @@ void context::prepare() {
     m_rows_x8.resize(n_layers);
     m_rows_read.resize(n_layers, 0);
     // Elsewhere than on the kernel's CPUs a copy would only add the copy back (gemv's fallback).
-    const bool native = m_regroup_rows && kernels::rows_x8_native();
+    const bool native[2] = {m_regroup_rows && kernels::rows_x8_native(dtype::q4_k),
+                            m_regroup_rows && kernels::rows_x8_native(dtype::q4_0)};
     auto view = [&](size_t l, int p) -> const tensor_view& {
         return proj_view(m_model->layers[l], static_cast<proj>(p));
     };
     auto wanted = [&](size_t l, int p) {
         const tensor_view& w = view(l, p);
-        return native && w.type == dtype::q4_k && w.rows > 0 && w.rows % k_rows_x8 == 0 && !(m_rows_read[l] >> p & 1u);
+        const bool kind = w.type == dtype::q4_k ? native[0] : w.type == dtype::q4_0 && native[1];
+        return kind && w.rows > 0 && w.rows % k_rows_x8 == 0 && w.cols % qk_k == 0 && !(m_rows_read[l] >> p & 1u);
     };
     const weight_storage* ws = m_model->storage.get();
     auto use = [&](size_t l, int p, bool on) {  // a slot's copy in or out of service
@@ -372,7 +374,7 @@ void project_in_multi(int n, const tensor_view* const* w, const tensor_view* con
 bool project_rows(const tensor_view& w, const tensor_view* wt, const index_mask& in, const index_mask& rows,
                   const float* x, float* y_full, float* compact, int threads, const read_note& note) {
     if (rows.all) return project_in(w, wt, in, x, y_full, threads, note);
-    assert(w.type != dtype::q4_k_r8 && "rows read one by one are never regrouped (set_method's m_rows_read)");
+    assert(!dtype_is_rows_x8(w.type) && "rows read one by one are never regrouped (set_method's m_rows_read)");
     if (in.all) {
         const int64_t n = static_cast<int64_t>(rows.idx.size());
         kernels::gemv_output_sparse(w, x, rows.idx.data(), n, compact, threads);

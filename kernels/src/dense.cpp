@@ -34,21 +34,22 @@ int64_t chunk_bytes_for(int64_t call_bytes, int nt) {
     return std::clamp<int64_t>(call_bytes / (4 * static_cast<int64_t>(nt)), 128 * 1024, 1 << 20);
 }
 
-// Rows per chunk: a multiple of 4, of 8 for Q4_Kx8r (whole groups).
+// Rows per chunk: a multiple of 4, of 8 for Q4_Kx8r / Q4_0x8r (whole groups).
 int64_t chunk_rows(const tensor_view& w, int64_t chunk_bytes) {
-    const int64_t unit = w.type == dtype::q4_k_r8 ? k_rows_x8 : 4;
+    const int64_t unit = dtype_is_rows_x8(w.type) ? k_rows_x8 : 4;
     return std::max<int64_t>(unit, chunk_bytes / std::max<int64_t>(1, w.row_bytes()) / unit * unit);
 }
 
-// Q4_Kx8r rows on an ISA without a kernel of its own: each group of 8 copied back to Q4_K rows (in the
-// thread's buffer, L1/L2-resident) and run through the Q4_K rows, so every row keeps their bits.
-void rows_x8_by_copy(const detail::kernel_table& kt, const uint8_t* w, int64_t rb, int64_t n_rows, int64_t cols,
-                     const void* xa, float* y) {
+// Q4_Kx8r / Q4_0x8r rows on an ISA without a kernel of its own: each group of 8 copied back to rows of
+// the base type (in the thread's buffer, L1/L2-resident) and run through those rows, so every row keeps
+// their bits.
+void rows_x8_by_copy(const detail::kernel_table& kt, dtype t, const uint8_t* w, int64_t rb, int64_t n_rows,
+                     int64_t cols, const void* xa, float* y) {
     thread_local std::vector<uint8_t> buf;
     buf.resize(static_cast<size_t>(k_rows_x8 * rb));
     for (int64_t r = 0; r < n_rows; r += k_rows_x8) {
-        (kt.x8_to_rows ? kt.x8_to_rows : detail::rows_x8_to_rows)(w + r * rb, cols, buf.data(), rb);
-        kt.rows[static_cast<int>(dtype::q4_k)](buf.data(), rb, k_rows_x8, cols, xa, y + r);
+        detail::rows_x8_back(kt, t, w + r * rb, cols, buf.data(), rb);
+        kt.rows[static_cast<int>(dtype_rows_x8_base(t))](buf.data(), rb, k_rows_x8, cols, xa, y + r);
     }
 }
 
@@ -96,7 +97,7 @@ act_scratch& thread_act_scratch() {
 
 void check_view(const tensor_view& w) {
     assert(w.rows >= 0 && w.cols >= 0);
-    assert((w.type != dtype::q4_k_r8 || w.rows % k_rows_x8 == 0) && "Q4_Kx8r holds whole groups of 8 rows");
+    assert((!dtype_is_rows_x8(w.type) || w.rows % k_rows_x8 == 0) && "Q4_Kx8r / Q4_0x8r hold groups of 8 rows");
     assert(w.cols % dtype_block_elems(w.type) == 0 && "cols must be a multiple of the block size");
     assert((w.data != nullptr || w.rows == 0 || w.cols == 0) && "tensor without data");
     (void)w;
@@ -174,8 +175,8 @@ void gemv_multi(const tensor_view* ws, float* const* ys, int n_mats, const float
             }
             if (const detail::rows_fn fn = kt.rows[static_cast<int>(w.type)])
                 fn(w.row(r0), w.row_bytes(), r1 - r0, w.cols, xa, ys[i] + r0);
-            else  // only Q4_Kx8r has no rows on some ISAs
-                rows_x8_by_copy(kt, w.row(r0), w.row_bytes(), r1 - r0, w.cols, xa, ys[i] + r0);
+            else  // only Q4_Kx8r / Q4_0x8r have no rows on some ISAs
+                rows_x8_by_copy(kt, w.type, w.row(r0), w.row_bytes(), r1 - r0, w.cols, xa, ys[i] + r0);
         }
     };
     if (nt == 1) {

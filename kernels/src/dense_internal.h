@@ -100,7 +100,7 @@ struct kernel_table {
     quantize_act_fn quantize_act_q8k = nullptr;
     stream_sum_fn stream_sum[2] = {};
     group_sum_fn group_sum = nullptr;
-    // rows_x8_to_rows where an ISA has a faster one (AVX-512); null: that one. The same bytes.
+    // rows_x8_to_rows of Q4_Kx8r where an ISA has a faster one (AVX-512); null: that one. The same bytes.
     void (*x8_to_rows)(const uint8_t* group, int64_t cols, uint8_t* rows, int64_t rb) = nullptr;
 };
 
@@ -128,10 +128,13 @@ void quantize_act_q8(const float* x, int64_t n, int8_t* qs, float* d, float* s);
 // multiple of dtype_block_elems(t). Bit-identical across ISAs.
 void quantize_act_for(dtype t, const kernel_table& kt, const float* x, int64_t n, int8_t* qs, float* d, float* s);
 
-// One group of 8 Q4_K rows (row r at rows + r * rb, `cols` elements) as the Q4_Kx8r group at `group`
-// (types.h), and back (layout.cpp).
-void rows_to_rows_x8(const uint8_t* rows, int64_t rb, int64_t cols, uint8_t* group);
-void rows_x8_to_rows(const uint8_t* group, int64_t cols, uint8_t* rows, int64_t rb);
+// One group of 8 rows of `base` (Q4_K or Q4_0; row r at rows + r * rb, `cols` elements) as the Q4_Kx8r
+// / Q4_0x8r group at `group` (types.h), and back (layout.cpp).
+void rows_to_rows_x8(dtype base, const uint8_t* rows, int64_t rb, int64_t cols, uint8_t* group);
+void rows_x8_to_rows(dtype base, const uint8_t* group, int64_t cols, uint8_t* rows, int64_t rb);
+// A group of 8 rows of view type t (Q4_Kx8r / Q4_0x8r) back as rows of its base type: kt.x8_to_rows for
+// Q4_Kx8r where the ISA has it, rows_x8_to_rows otherwise. The same bytes.
+void rows_x8_back(const kernel_table& kt, dtype t, const uint8_t* group, int64_t cols, uint8_t* rows, int64_t rb);
 
 // gemm of a block-quantized w (n >= 2 tokens, cols > 0) as a blocked int8 GEMM on nt threads (gemm.cpp).
 void gemm_int8(const tensor_view& w, const float* x, int64_t n, float* y, int nt);

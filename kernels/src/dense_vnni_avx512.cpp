@@ -4,6 +4,7 @@
 // here, the sparse gathers there) never changes a result bit.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include "q40_r8_avx512.h"
 #include "q4k_r8_avx512.h"
 #include "quant_rows_avx512.h"
 #include "sparse_internal.h"
@@ -26,6 +27,7 @@ void add_vnni_rows_avx512(kernel_table& k) {
     k.rows[static_cast<int>(dtype::q4_k)] = k.rows_cached[static_cast<int>(dtype::q4_k)] = rows<q4k>;
     k.rows[static_cast<int>(dtype::q6_k)] = k.rows_cached[static_cast<int>(dtype::q6_k)] = rows<q6k>;
     k.rows[static_cast<int>(dtype::q4_k_r8)] = k.rows_cached[static_cast<int>(dtype::q4_k_r8)] = rows_x8;
+    k.rows[static_cast<int>(dtype::q4_0_r8)] = k.rows_cached[static_cast<int>(dtype::q4_0_r8)] = rows_x8_q40;
 }
 
 // The same VNNI rows as the sparse gathers (output-sparse rows, the fused MLP's and the pairs' row dots).

@@ -410,11 +410,12 @@ void gemm_float(const tensor_view& w, const float* x, int64_t n, float* y, int n
 }
 
 void gemm_int8(const tensor_view& wv, const float* x, int64_t n, float* y, int nt) {
-    // Q4_Kx8r: read as Q4_K (the same bytes per row, so whole groups address alike), each panel's groups
-    // copied back to Q4_K rows before the panel decodes them: the blocks and so the results of the rows.
-    const bool x8 = wv.type == dtype::q4_k_r8;
+    // Q4_Kx8r / Q4_0x8r: read as Q4_K / Q4_0 (the same bytes per row, so whole groups address alike),
+    // each panel's groups copied back to rows before the panel decodes them: the blocks and so the results
+    // of the rows.
+    const bool x8 = dtype_is_rows_x8(wv.type);
     tensor_view w = wv;
-    if (x8) w.type = dtype::q4_k;
+    w.type = dtype_rows_x8_base(wv.type);
     const kernel_table& kt = active_table();
     const int8_kernel kern = active_int8_kernel();
     const bool direct = !kern.maddubs && active_isa() == isa::avx512;  // plus_128 panels, AVX2/AVX-512 decoders
@@ -464,9 +465,9 @@ void gemm_int8(const tensor_view& wv, const float* x, int64_t n, float* y, int n
                 thread_local std::vector<uint8_t> rows;
                 const int64_t rb = w.row_bytes();
                 rows.resize(static_cast<size_t>(k_panel_rows * rb));
-                const auto to_rows = kt.x8_to_rows ? kt.x8_to_rows : rows_x8_to_rows;
-                for (int g = 0; g < nr; g += k_rows_x8) to_rows(w.row(r0 + g), w.cols, rows.data() + g * rb, rb);
-                panel = buf.fill({dtype::q4_k, nr, w.cols, rows.data()}, 0, nr, group, kern.maddubs ? &enc : nullptr,
+                for (int g = 0; g < nr; g += k_rows_x8)
+                    rows_x8_back(kt, wv.type, w.row(r0 + g), w.cols, rows.data() + g * rb, rb);
+                panel = buf.fill({w.type, nr, w.cols, rows.data()}, 0, nr, group, kern.maddubs ? &enc : nullptr,
                                  direct);
             } else {
                 panel = buf.fill(w, r0, nr, group, kern.maddubs ? &enc : nullptr, direct);

@@ -175,15 +175,19 @@ owned_matrix to_input_major(const tensor_view& w, dtype type) {
     return m;
 }
 
-bool rows_x8_native() { return detail::active_table().rows[static_cast<int>(dtype::q4_k_r8)] != nullptr; }
+bool rows_x8_native(dtype t) {
+    return detail::active_table().rows[static_cast<int>(dtype_rows_x8_form(t))] != nullptr;
+}
 
 tensor_view to_rows_x8(const tensor_view& w, uint8_t* dst) {
-    assert(w.type == dtype::q4_k && w.rows % k_rows_x8 == 0 && "Q4_Kx8r holds Q4_K rows in groups of 8");
+    assert(dtype_is_rows_x8(dtype_rows_x8_form(w.type)) && w.rows % k_rows_x8 == 0 &&
+           "Q4_Kx8r / Q4_0x8r hold Q4_K / Q4_0 rows in groups of 8");
+    assert(w.cols % qk_k == 0 && "regrouped rows of whole 256-column groups");
     const int64_t groups = w.rows / k_rows_x8, gb = k_rows_x8 * w.row_bytes();
 #pragma omp parallel for schedule(static) if (groups > 64)
     for (int64_t g = 0; g < groups; ++g)
-        detail::rows_to_rows_x8(w.row(g * k_rows_x8), w.row_bytes(), w.cols, dst + g * gb);
-    return {dtype::q4_k_r8, w.rows, w.cols, dst};
+        detail::rows_to_rows_x8(w.type, w.row(g * k_rows_x8), w.row_bytes(), w.cols, dst + g * gb);
+    return {dtype_rows_x8_form(w.type), w.rows, w.cols, dst};
 }
 
 owned_matrix to_rows_x8(const tensor_view& w) {
@@ -229,11 +233,12 @@ owned_pairs make_pairs(const tensor_view& rows, const tensor_view& down, dtype d
 
 namespace detail {
 
-// Where the parts of Q4_K block (row r, super-block b) go in a Q4_Kx8r group (types.h): one walk for
-// both directions (rows -> group when the rows are the const side), so the two cannot disagree.
+// Where the parts of Q4_K block (row r, super-block b) or of Q4_0 block (row r, block 8b + k) go in a
+// Q4_Kx8r / Q4_0x8r group (types.h): one walk for both directions (rows -> group when the rows are the
+// const side), so the two cannot disagree.
 template <typename Rows, typename Group>
-void move_rows_x8(Rows* rows, int64_t rb, int64_t cols, Group* group) {
-    constexpr int64_t bytes = 144, gbytes = k_rows_x8 * bytes;
+void move_rows_x8(dtype base, Rows* rows, int64_t rb, int64_t cols, Group* group) {
+    constexpr int64_t bytes = 144, gbytes = k_rows_x8 * bytes;  // per row and 256 columns, either type
     for (int64_t b = 0; b < cols / qk_k; ++b) {
         Group* o = group + b * gbytes;
         for (int r = 0; r < k_rows_x8; ++r) {
@@ -244,6 +249,15 @@ void move_rows_x8(Rows* rows, int64_t rb, int64_t cols, Group* group) {
                 else
                     std::memcpy(p + at_block, o + at_group, n);
             };
+            if (base == dtype::q4_0) {
+                for (int k = 0; k < k_x8_blocks; ++k) {
+                    const int64_t blk = k * static_cast<int64_t>(sizeof(block_q4_0));
+                    move(16 * k + 2 * r, blk, 2);                 // d
+                    move(128 + 128 * k + 8 * r, blk + 2, 8);      // quant bytes 0-7
+                    move(128 + 128 * k + 64 + 8 * r, blk + 10, 8);  // 8-15
+                }
+                continue;
+            }
             move(2 * r, 0, 2);                         // d
             move(16 + 2 * r, 2, 2);                    // dmin
             for (int w = 0; w < 3; ++w) move(32 + 32 * w + 4 * r, 4 + 4 * w, 4);  // scale word w
@@ -252,12 +266,20 @@ void move_rows_x8(Rows* rows, int64_t rb, int64_t cols, Group* group) {
     }
 }
 
-void rows_to_rows_x8(const uint8_t* rows, int64_t rb, int64_t cols, uint8_t* group) {
-    move_rows_x8(rows, rb, cols, group);
+void rows_to_rows_x8(dtype base, const uint8_t* rows, int64_t rb, int64_t cols, uint8_t* group) {
+    move_rows_x8(base, rows, rb, cols, group);
 }
 
-void rows_x8_to_rows(const uint8_t* group, int64_t cols, uint8_t* rows, int64_t rb) {
-    move_rows_x8(rows, rb, cols, group);
+void rows_x8_to_rows(dtype base, const uint8_t* group, int64_t cols, uint8_t* rows, int64_t rb) {
+    move_rows_x8(base, rows, rb, cols, group);
+}
+
+void rows_x8_back(const kernel_table& kt, dtype t, const uint8_t* group, int64_t cols, uint8_t* rows, int64_t rb) {
+    if (t == dtype::q4_k_r8 && kt.x8_to_rows) {
+        kt.x8_to_rows(group, cols, rows, rb);
+        return;
+    }
+    rows_x8_to_rows(dtype_rows_x8_base(t), group, cols, rows, rb);
 }
 
 }  // namespace detail

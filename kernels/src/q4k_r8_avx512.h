@@ -8,7 +8,7 @@
 // one vector op for 8 rows: per super-block and 8 rows, 16 nibble loads and 32 vpdpbusd as before, then
 // 8 scale permutes + 8 vpdpwssd, 2 vpdpwssd for the minima and 2 converts + 2 FMAs. L2-resident 4096
 // columns, one thread (Zen 4 VM): 51 GB/s against 24 for the Q4_K rows. The lanes are those of q4k_lanes.h,
-// so each row's bits equal the row kernels' (test rows_x8.equal_q4k_rows_in_gemv_gemv_multi_and_gemm).
+// so each row's bits equal the row kernels' (test rows_x8.equal_rows_in_gemv_gemv_multi_and_gemm).
 #pragma once
 
 #if !defined(__AVX512VNNI__)

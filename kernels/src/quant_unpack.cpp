@@ -221,6 +221,7 @@ const quant_traits& quant_info(dtype t) {
         // q4_k_r8: Q4_K interleaved for the dense kernels, which take Q8_K activations; it has no block
         // decoder (gemm reads its rows back as Q4_K blocks, rows_x8_to_rows)
         {nullptr, act_kind::q8_k, true, false},
+        {nullptr, act_kind::q8_0, false, false},  // q4_0_r8: Q4_0 interleaved, the same way
     };
     return table[static_cast<int>(t)];
 }

@@ -218,48 +218,53 @@ TEST(gemv_multi, equals_separate_gemv_calls) {
     }
 }
 
-// Q4_Kx8r (Q4_K rows interleaved 8 at a time for the dense kernels) gives every row the bits the Q4_K
-// rows give it: gemv and gemm against the same matrix row-major, on every ISA (the AVX-512 VNNI kernel of
-// its own, the copy back to rows elsewhere), with 1-3 threads, and inside gemv_multi beside other types.
-// The two float lanes of q4k_lanes.h make this hold; the double-reference test above checks their value.
-TEST(rows_x8, equal_q4k_rows_in_gemv_gemv_multi_and_gemm) {
+// Q4_Kx8r / Q4_0x8r (Q4_K / Q4_0 rows interleaved 8 at a time for the dense kernels) give every row the
+// bits the rows give it: gemv and gemm against the same matrix row-major, on every ISA (the AVX-512 VNNI
+// kernels of their own, the copy back to rows elsewhere), with 1-3 threads, and inside gemv_multi beside
+// another type of the same activations (Q6_K, Q8_0: the quantized x is shared). For Q4_K the two float
+// lanes of q4k_lanes.h make this hold (the double-reference test above checks their value); for Q4_0 the
+// kernel repeats the row kernel's lanes and sums (q40_r8_avx512.h).
+TEST(rows_x8, equal_rows_in_gemv_gemv_multi_and_gemm) {
     isa_guard guard;
-    for (const auto& [rows, nsb] : std::vector<std::pair<int64_t, int64_t>>{{8, 1}, {48, 9}, {136, 8}}) {
-        const int64_t cols = nsb * qk_k;
-        const matrix m = random_blocks(dtype::q4_k, rows, cols, 7000 + rows);
-        const matrix other = random_blocks(dtype::q6_k, 24, cols, 7100 + rows);
-        const k::owned_matrix x8 = k::to_rows_x8(m.view);
-        ASSERT_EQ(x8.view.type, dtype::q4_k_r8);
-        ASSERT_EQ(x8.view.bytes(), m.view.bytes());  // the same bytes, regrouped
-        const int64_t n_tok = 3;
-        std::vector<float> xs;
-        for (int64_t t = 0; t < n_tok; ++t) {
-            const std::vector<float> x = make_x(cols, 7200 + t);
-            xs.insert(xs.end(), x.begin(), x.end());
-        }
-        for (k::isa i : isas()) {
-            k::set_active_isa(i);
-            const std::string at = std::to_string(rows) + "x" + std::to_string(cols) + " " + k::isa_name(i);
-            std::vector<float> y_rows(static_cast<size_t>(rows)), y_x8(static_cast<size_t>(rows));
-            k::gemv(m.view, xs.data(), y_rows.data(), 1);
-            for (int threads : {1, 2, 3}) {
-                std::fill(y_x8.begin(), y_x8.end(), -1.0f);
-                k::gemv(x8.view, xs.data(), y_x8.data(), threads);
-                EXPECT_EQ(0, std::memcmp(y_rows.data(), y_x8.data(), y_rows.size() * 4))
-                    << "gemv " << at << " threads " << threads;
+    for (const dtype base : {dtype::q4_k, dtype::q4_0}) {
+        for (const auto& [rows, nsb] : std::vector<std::pair<int64_t, int64_t>>{{8, 1}, {48, 9}, {136, 8}}) {
+            const int64_t cols = nsb * qk_k;
+            const matrix m = random_blocks(base, rows, cols, 7000 + rows);
+            const matrix other = random_blocks(base == dtype::q4_k ? dtype::q6_k : dtype::q8_0, 24, cols, 7100 + rows);
+            const k::owned_matrix x8 = k::to_rows_x8(m.view);
+            ASSERT_EQ(x8.view.type, dtype_rows_x8_form(base));
+            ASSERT_EQ(x8.view.bytes(), m.view.bytes());  // the same bytes, regrouped
+            const int64_t n_tok = 3;
+            std::vector<float> xs;
+            for (int64_t t = 0; t < n_tok; ++t) {
+                const std::vector<float> x = make_x(cols, 7200 + t);
+                xs.insert(xs.end(), x.begin(), x.end());
             }
-            std::vector<float> y_other(24), y_other_multi(24), y_multi(static_cast<size_t>(rows));
-            k::gemv(other.view, xs.data(), y_other.data(), 1);
-            const tensor_view views[] = {other.view, x8.view};
-            float* ys[] = {y_other_multi.data(), y_multi.data()};
-            k::gemv_multi(views, ys, 2, xs.data(), 2);
-            EXPECT_EQ(0, std::memcmp(y_rows.data(), y_multi.data(), y_rows.size() * 4)) << "gemv_multi " << at;
-            EXPECT_EQ(0, std::memcmp(y_other.data(), y_other_multi.data(), y_other.size() * 4))
-                << "gemv_multi Q6_K " << at;
-            std::vector<float> g_rows(static_cast<size_t>(n_tok * rows)), g_x8(g_rows.size());
-            k::gemm(m.view, xs.data(), n_tok, g_rows.data(), 2);
-            k::gemm(x8.view, xs.data(), n_tok, g_x8.data(), 2);
-            EXPECT_EQ(0, std::memcmp(g_rows.data(), g_x8.data(), g_rows.size() * 4)) << "gemm " << at;
+            for (k::isa i : isas()) {
+                k::set_active_isa(i);
+                const std::string at = std::string(dtype_name(base)) + " " + std::to_string(rows) + "x" +
+                                       std::to_string(cols) + " " + k::isa_name(i);
+                std::vector<float> y_rows(static_cast<size_t>(rows)), y_x8(static_cast<size_t>(rows));
+                k::gemv(m.view, xs.data(), y_rows.data(), 1);
+                for (int threads : {1, 2, 3}) {
+                    std::fill(y_x8.begin(), y_x8.end(), -1.0f);
+                    k::gemv(x8.view, xs.data(), y_x8.data(), threads);
+                    EXPECT_EQ(0, std::memcmp(y_rows.data(), y_x8.data(), y_rows.size() * 4))
+                        << "gemv " << at << " threads " << threads;
+                }
+                std::vector<float> y_other(24), y_other_multi(24), y_multi(static_cast<size_t>(rows));
+                k::gemv(other.view, xs.data(), y_other.data(), 1);
+                const tensor_view views[] = {other.view, x8.view};
+                float* ys[] = {y_other_multi.data(), y_multi.data()};
+                k::gemv_multi(views, ys, 2, xs.data(), 2);
+                EXPECT_EQ(0, std::memcmp(y_rows.data(), y_multi.data(), y_rows.size() * 4)) << "gemv_multi " << at;
+                EXPECT_EQ(0, std::memcmp(y_other.data(), y_other_multi.data(), y_other.size() * 4))
+                    << "gemv_multi beside " << dtype_name(other.view.type) << " " << at;
+                std::vector<float> g_rows(static_cast<size_t>(n_tok * rows)), g_x8(g_rows.size());
+                k::gemm(m.view, xs.data(), n_tok, g_rows.data(), 2);
+                k::gemm(x8.view, xs.data(), n_tok, g_x8.data(), 2);
+                EXPECT_EQ(0, std::memcmp(g_rows.data(), g_x8.data(), g_rows.size() * 4)) << "gemm " << at;
+            }
         }
     }
 }

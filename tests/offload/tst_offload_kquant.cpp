@@ -179,7 +179,7 @@ TEST(OffloadKQuant, FusedMethodsRunFusedOnKQuantFiles) {
 // idle copies.
 TEST(OffloadKQuant, DenseRowsX8KeepBitsAndMemory) {
     const fixture& f = kq();
-    if (!kernels::rows_x8_native()) GTEST_SKIP() << "no AVX-512 VNNI: the engine makes no Q4_Kx8r copies";
+    if (!kernels::rows_x8_native(dtype::q4_k)) GTEST_SKIP() << "no AVX-512 VNNI: the engine makes no Q4_Kx8r copies";
     struct run_out {
         std::vector<float> logits;
         double resident;
