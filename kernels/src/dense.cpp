@@ -34,9 +34,11 @@ int64_t chunk_bytes_for(int64_t call_bytes, int nt) {
     return std::clamp<int64_t>(call_bytes / (4 * static_cast<int64_t>(nt)), 128 * 1024, 1 << 20);
 }
 
-// Rows per chunk: a multiple of 4, of 8 for Q4_Kx8r / Q4_0x8r (whole groups).
+// Rows per chunk: a multiple of 8 (whole Q4_Kx8r / Q4_0x8r groups, whole passes of the float rows that
+// read 8 side by side).
 int64_t chunk_rows(const tensor_view& w, int64_t chunk_bytes) {
-    const int64_t unit = dtype_is_rows_x8(w.type) ? k_rows_x8 : 4;
+    constexpr int64_t unit = 8;
+    static_assert(unit % k_rows_x8 == 0);
     return std::max<int64_t>(unit, chunk_bytes / std::max<int64_t>(1, w.row_bytes()) / unit * unit);
 }
 

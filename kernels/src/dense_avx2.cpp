@@ -19,8 +19,13 @@ void rows_float(const uint8_t* w, int64_t rb, int64_t n_rows, int64_t cols, cons
 // for every row, so there 4 rows share each x load (F16 2048x8192 on 2 threads: 20 -> 32 GB/s; 2 rows:
 // 25; with 2048 columns 4 rows measured 15-25% slower than one). dot_rows' per-row arithmetic does not
 // depend on R: same bits either way, and as the sparse gathers' single rows.
+// Where the CPU reads several streams faster (cpu_prefers_row_streams), 8 rows side by side instead.
 template <typename L>
 void rows_stream(const uint8_t* w, int64_t rb, int64_t n_rows, int64_t cols, const void* xv, float* y) {
+    if (cpu_prefers_row_streams()) {
+        rows_float<8, L>(w, rb, n_rows, cols, xv, y);
+        return;
+    }
     if (cols * static_cast<int64_t>(sizeof(float)) <= 16 * 1024) {
         rows_float<1, L>(w, rb, n_rows, cols, xv, y);
         return;

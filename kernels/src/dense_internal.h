@@ -104,6 +104,15 @@ struct kernel_table {
     void (*x8_to_rows)(const uint8_t* group, int64_t cols, uint8_t* rows, int64_t rb) = nullptr;
 };
 
+// Whether the streaming float rows (F32, F16, BF16 gemv) read 8 rows side by side rather than one or 4:
+// on Intel CPUs, where 8 concurrent weight streams read faster than one prefetched stream. Xeon VM
+// (AVX-512, 2 threads, 1 GB of copies on huge pages, 2048 x 8192 and 8192 x 2048, four alternating
+// rounds in one process): F16 one row + prefetch 17.4-23.4 GB/s, 4 rows 18.9-25.8, 8 rows 22.4-30.4; F32
+// 22.9-23.7 against 25.7-28.4; BF16 22.3-26.7 against 29.4-33.2 (Eigen's 8-row gemv also beat our single
+// stream there, by 1.2x). On the Zen 4 VM these kernels were tuned on, 4 rows of 2048 columns ran 15-25%
+// slower than one, so other CPUs keep that choice.
+bool cpu_prefers_row_streams();
+
 // Tables filled by the per-ISA translation units (AVX tables only ever used after a CPUID check).
 const kernel_table& scalar_table();
 const kernel_table& avx2_table();

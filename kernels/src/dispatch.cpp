@@ -86,3 +86,15 @@ const kernel_table& active_table() {
 
 }  // namespace detail
 }  // namespace sl::kernels
+
+namespace sl::kernels::detail {
+
+bool cpu_prefers_row_streams() {
+    static const bool intel = [] {
+        __builtin_cpu_init();
+        return __builtin_cpu_is("intel") != 0;
+    }();
+    return intel;
+}
+
+}  // namespace sl::kernels::detail
