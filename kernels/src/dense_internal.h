@@ -88,7 +88,8 @@ using group_sum_fn = uint64_t (*)(const uint8_t* const* rows, int n, int64_t lin
 
 struct kernel_table {
     // Streaming kernels for gemv: one row at a time, so the weights are read as a single
-    // sequential stream (interleaving 4 row streams measured 1.3-3x slower on the target CPU).
+    // sequential stream (interleaving 4 row streams measured 1.3-3x slower on the Zen 4 VM); on Intel
+    // CPUs the float rows and Q4_0x8r read several streams side by side (cpu_prefers_row_streams).
     rows_fn rows[n_dtypes] = {};  // indexed by dtype
     // Same per-row arithmetic (bit-identical results) but several rows share each x load; for
     // gemm, whose weight tile is already in cache and which is compute-bound.
