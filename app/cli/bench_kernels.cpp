@@ -284,9 +284,7 @@ private:
     };
     void add_x8_case(interleaved_timer& t, x8_cases& c, const uint8_t* src, int64_t rows, int64_t cols,
                      std::vector<float>& y) const {
-        if (!dtype_is_rows_x8(dtype_rows_x8_form(m_t)) || rows % k_rows_x8 != 0 || cols % qk_k != 0 ||
-            !k::rows_x8_native(m_t))
-            return;
+        if (rows % k_rows_x8 != 0 || cols % qk_k != 0 || !k::rows_x8_native(m_t)) return;
         c.m = k::to_rows_x8(view(src, rows, cols));
         c.set = std::make_unique<copies>(c.m.view.data, c.m.view.bytes(), copies_for(m_ws, c.m.view.bytes()),
                                          m_p.huge_pages);

@@ -157,16 +157,14 @@ void context::prepare() {
     const size_t n_layers = m_model->layers.size();
     m_rows_x8.resize(n_layers);
     m_rows_read.resize(n_layers, 0);
-    // Elsewhere than on the kernel's CPUs a copy would only add the copy back (gemv's fallback).
-    const bool native[2] = {m_regroup_rows && kernels::rows_x8_native(dtype::q4_k),
-                            m_regroup_rows && kernels::rows_x8_native(dtype::q4_0)};
     auto view = [&](size_t l, int p) -> const tensor_view& {
         return proj_view(m_model->layers[l], static_cast<proj>(p));
     };
+    // Elsewhere than on the kernel's CPUs a copy would only add the copy back (gemv's fallback).
     auto wanted = [&](size_t l, int p) {
         const tensor_view& w = view(l, p);
-        const bool kind = w.type == dtype::q4_k ? native[0] : w.type == dtype::q4_0 && native[1];
-        return kind && w.rows > 0 && w.rows % k_rows_x8 == 0 && w.cols % qk_k == 0 && !(m_rows_read[l] >> p & 1u);
+        return m_regroup_rows && kernels::rows_x8_native(w.type) && w.rows > 0 && w.rows % k_rows_x8 == 0 &&
+               w.cols % qk_k == 0 && !(m_rows_read[l] >> p & 1u);
     };
     const weight_storage* ws = m_model->storage.get();
     auto use = [&](size_t l, int p, bool on) {  // a slot's copy in or out of service

@@ -176,7 +176,8 @@ owned_matrix to_input_major(const tensor_view& w, dtype type) {
 }
 
 bool rows_x8_native(dtype t) {
-    return detail::active_table().rows[static_cast<int>(dtype_rows_x8_form(t))] != nullptr;
+    const dtype form = dtype_rows_x8_form(t);
+    return form != t && detail::active_table().rows[static_cast<int>(form)] != nullptr;
 }
 
 tensor_view to_rows_x8(const tensor_view& w, uint8_t* dst) {
