@@ -113,6 +113,8 @@ struct kernel_table {
 // stream there, by 1.2x). On the Zen 4 VM these kernels were tuned on, 4 rows of 2048 columns ran 15-25%
 // slower than one, so other CPUs keep that choice.
 bool cpu_prefers_row_streams();
+// Groups of the regrouped Q4_0x8r / Q4_Kx8r rows read side by side there (q40_r8_avx512.h).
+inline constexpr int k_rows_x8_streams = 4;
 
 // Tables filled by the per-ISA translation units (AVX tables only ever used after a CPUID check).
 const kernel_table& scalar_table();

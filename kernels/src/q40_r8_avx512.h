@@ -100,27 +100,26 @@ struct q40_x8 {
 };
 
 // rows_fn over Q4_0x8r: n_rows (a multiple of 8) from w, y[r] for each; cols a multiple of 256.
-// The groups run k_q40_streams at a time, a quarter of the call's groups apart, taking turns per
+// The groups run k_rows_x8_streams at a time, a quarter of the call's groups apart, taking turns per
 // super-block: several weight streams in flight read faster here than one (cpu_prefers_row_streams,
 // dense_internal.h), as for the float rows. /tmp harness, 2 threads, 1 GB of copies on huge pages, in
 // one process alternating: 2048 x 8192 one stream 18.3-21.2 GB/s, two 19.9-26.6, four 21.0-23.3 (ahead
 // in 7 of 7 rounds); 8192 x 2048 20.4-26.2 against 19.8-30.2 (6 of 7). From L2 on one thread the
 // accumulators of four groups live on the stack: 35 against 36-39 GB/s.
-constexpr int k_q40_streams = 4;
 
 void rows_x8_q40(const uint8_t* w, int64_t rb, int64_t n_rows, int64_t cols, const void* xv, float* y) {
     const auto* xa = static_cast<const q8_act*>(xv);
     const int64_t ng = cols / 256, groups = n_rows / k_rows_x8;
     const int64_t gb = k_rows_x8 * rb;
-    const int64_t per = cpu_prefers_row_streams() ? groups / k_q40_streams : 0;  // groups per stream
+    const int64_t per = cpu_prefers_row_streams() ? groups / k_rows_x8_streams : 0;  // groups per stream
     for (int64_t j = 0; j < per; ++j) {
-        q40_x8 st[k_q40_streams];
+        q40_x8 st[k_rows_x8_streams];
         for (q40_x8& s : st) s.zero();
         for (int64_t g = 0; g < ng; ++g)
-            for (int i = 0; i < k_q40_streams; ++i) st[i].step(w + (i * per + j) * gb, xa, g);
-        for (int i = 0; i < k_q40_streams; ++i) st[i].finish(y + (i * per + j) * k_rows_x8);
+            for (int i = 0; i < k_rows_x8_streams; ++i) st[i].step(w + (i * per + j) * gb, xa, g);
+        for (int i = 0; i < k_rows_x8_streams; ++i) st[i].finish(y + (i * per + j) * k_rows_x8);
     }
-    for (int64_t r0 = k_q40_streams * per * k_rows_x8; r0 < n_rows; r0 += k_rows_x8) {
+    for (int64_t r0 = k_rows_x8_streams * per * k_rows_x8; r0 < n_rows; r0 += k_rows_x8) {
         q40_x8 st;
         st.zero();
         for (int64_t g = 0; g < ng; ++g) st.step(w + r0 * rb, xa, g);
