@@ -140,7 +140,7 @@ void context::set_method(sparsity_method* method) {
     if (m_traits.fused && !m_mlp_source) {  // offloaded weights never take the fused path
         std::vector<tensor_view> down_t(n_layers);
         for (size_t l = 0; l < n_layers; ++l) down_t[l] = m_layouts[l].t[static_cast<int>(proj::down)].view;
-        m_fused = make_fused_state(*m_model, down_t, m_threads, m_traits.fused_fixed);
+        m_fused = make_fused_state(*m_model, down_t, m_threads, m_traits.fused_fixed, m_regroup_rows);
     }
 }
 

@@ -30,11 +30,12 @@ bool fused_bundles_keep_types(const model& m) {
 }
 
 differential_bundle_cache::differential_bundle_cache(const layer_weights& lw, const tensor_view& down_t, int64_t dim,
-                                                     int64_t hidden, bool split)
+                                                     int64_t hidden, bool split, bool regroup)
     : m_lw(&lw),
       m_hidden(hidden),
       m_down_t(down_t),
-      m_split(split) {
+      m_split(split),
+      m_x8(split && regroup && kernels::rows_x8_native(lw.w_gate.type) && dim % qk_k == 0) {
     assert(lw.w_gate.rows == hidden && lw.w_gate.cols == dim && down_t.rows == hidden && down_t.cols == dim);
     assert(bundles_are_copies(lw, dim) && "set_method builds caches only where fused_bundles_keep_types");
     m_view.type = lw.w_gate.type;
@@ -53,6 +54,7 @@ void differential_bundle_cache::grow(int64_t capacity) {
     assert((!m_split || m_capacity == 0) && "update() clears a split buffer before it grows");
     if (m_split) {
         for (auto* v : {&m_gate_out, &m_up_out, &m_glu_slot}) v->resize(static_cast<size_t>(capacity));
+        m_group_dirty.assign(static_cast<size_t>(capacity / k_rows_x8), 0);
     }
     for (int64_t s = capacity - 1; s >= m_capacity; --s) m_free.push_back(static_cast<int32_t>(s));
     m_neuron_at.resize(static_cast<size_t>(capacity), -1);
@@ -88,8 +90,10 @@ void differential_bundle_cache::copy_neuron(int32_t j, int32_t slot) {
         const auto s = static_cast<size_t>(slot);
         const auto cap = static_cast<size_t>(m_capacity);
         uint8_t* b = m_compact.data();
-        std::memcpy(b + s * part, m_lw->w_gate.row(j), part);
-        std::memcpy(b + (cap + s) * part, m_lw->w_up.row(j), part);
+        if (slot >= x8_slots()) {  // (a regrouped slot's group is rewritten after the copies)
+            std::memcpy(b + s * part, m_lw->w_gate.row(j), part);
+            std::memcpy(b + (cap + s) * part, m_lw->w_up.row(j), part);
+        }
         std::memcpy(b + 2 * cap * part + s * static_cast<size_t>(m_view.down_bytes()), m_down_t.row(j),
                     static_cast<size_t>(m_view.down_bytes()));
         return;
@@ -138,6 +142,7 @@ void differential_bundle_cache::update(std::span<const int32_t> active, fused_ml
             m_free.pop_back();
             m_neuron_at[static_cast<size_t>(slot)] = j;
             m_enter.push_back(j);
+            if (slot < x8_slots()) m_group_dirty[static_cast<size_t>(slot / k_rows_x8)] = 1;
         }
     }
     const auto entered = static_cast<int64_t>(m_enter.size());
@@ -147,6 +152,7 @@ void differential_bundle_cache::update(std::span<const int32_t> active, fused_ml
         const int32_t j = m_enter[static_cast<size_t>(i)];
         copy_neuron(j, m_slot_of[static_cast<size_t>(j)]);
     }
+    if (entered > 0 && x8_slots() > 0) regroup_dirty(nt);
     // The kernel's list: the occupied slots in ascending order (it reads the buffer front to back), by
     // a scan of the slots rather than a sort of the active list's slots (a sort of 4096 per layer was
     // ~2% of a GRIFFIN token). Unchanged when no neuron entered or left (GRIFFIN after its first token).
@@ -180,6 +186,28 @@ void differential_bundle_cache::run(const float* x, float* y, float* glu, float*
         glu[m_neuron_at[static_cast<size_t>(m_run[static_cast<size_t>(k)])]] = m_glu_compact[static_cast<size_t>(k)];
 }
 
+void differential_bundle_cache::regroup_dirty(int n_threads) {
+    const int64_t rb = m_view.part_bytes(), groups = x8_slots() / k_rows_x8;
+    const dtype t = m_view.type;
+    uint8_t* parts[2] = {m_compact.data(), m_compact.data() + m_capacity * rb};
+    const tensor_view* rows[2] = {&m_lw->w_gate, &m_lw->w_up};
+#pragma omp parallel num_threads(n_threads)
+    {
+        std::vector<uint8_t> group(static_cast<size_t>(k_rows_x8 * rb));  // 8 rows gathered, then regrouped
+#pragma omp for schedule(static)
+        for (int64_t g = 0; g < groups; ++g) {
+            if (!m_group_dirty[static_cast<size_t>(g)]) continue;
+            for (int p = 0; p < 2; ++p) {
+                for (int r = 0; r < k_rows_x8; ++r)
+                    std::memcpy(group.data() + r * rb, rows[p]->row(m_neuron_at[static_cast<size_t>(g * k_rows_x8 + r)]),
+                                static_cast<size_t>(rb));
+                kernels::to_rows_x8({t, k_rows_x8, m_view.dim, group.data()}, parts[p] + g * k_rows_x8 * rb);
+            }
+            m_group_dirty[static_cast<size_t>(g)] = 0;
+        }
+    }
+}
+
 void differential_bundle_cache::run_split(const float* x, float* y, int n_threads, kernels::glu_kind act) {
     const auto n = static_cast<int64_t>(m_run.size());
     assert(n == m_capacity && "update() keeps a split buffer exactly full");
@@ -187,24 +215,34 @@ void differential_bundle_cache::run_split(const float* x, float* y, int n_thread
         std::fill(y, y + m_view.dim, 0.0f);
         return;
     }
-    const tensor_view parts[3] = {split_part(0), split_part(1), split_part(2)};
-    float* ys[2] = {m_gate_out.data(), m_up_out.data()};
-    kernels::gemv_multi(parts, ys, 2, x, n_threads);
+    // Gate and up: the regrouped slots, then the rows after them (either may be empty).
+    const int64_t n8 = x8_slots();
+    tensor_view views[4];
+    float* ys[4];
+    for (int p = 0; p < 2; ++p) {
+        const tensor_view part = split_part(p);
+        views[p] = {dtype_rows_x8_form(part.type), n8, part.cols, part.data};
+        views[2 + p] = {part.type, n - n8, part.cols, part.row(n8)};
+        ys[p] = (p == 0 ? m_gate_out : m_up_out).data();
+        ys[2 + p] = ys[p] + n8;
+    }
+    kernels::gemv_multi(views, ys, 4, x, n_threads);
     kernels::glu(act, m_glu_slot.data(), ys[0], ys[1], n);
-    kernels::gemv_input_sparse(parts[2], m_glu_slot.data(), m_run.data(), n, y, n_threads);
+    kernels::gemv_input_sparse(split_part(2), m_glu_slot.data(), m_run.data(), n, y, n_threads);
 }
 
-fused_mlp_state::fused_mlp_state(const model& m, const std::vector<tensor_view>& down_t, int n_threads, bool split) {
+fused_mlp_state::fused_mlp_state(const model& m, const std::vector<tensor_view>& down_t, int n_threads, bool split,
+                                 bool regroup) {
     assert(down_t.size() == m.layers.size());
     layers.reserve(m.layers.size());
     for (size_t l = 0; l < m.layers.size(); ++l)
-        layers.emplace_back(m.layers[l], down_t[l], m.hp.dim, m.hp.hidden_dim, split);
+        layers.emplace_back(m.layers[l], down_t[l], m.hp.dim, m.hp.hidden_dim, split, regroup);
     scratch.resize(static_cast<size_t>(kernels::fused_mlp_scratch_floats(m.hp.dim, n_threads)));
 }
 
 std::shared_ptr<fused_mlp_state> make_fused_state(const model& m, const std::vector<tensor_view>& down_t,
-                                                  int n_threads, bool split) {
-    return std::make_shared<fused_mlp_state>(m, down_t, n_threads, split);
+                                                  int n_threads, bool split, bool regroup) {
+    return std::make_shared<fused_mlp_state>(m, down_t, n_threads, split, regroup);
 }
 
 }  // namespace sl

@@ -31,12 +31,15 @@ namespace sl {
 // input-sparse kernel over all slots (down): the same row kernels and down chunks as the fused kernel,
 // but gate and up read as two long streams that the hardware prefetchers follow. The fused kernel's
 // per-32-neuron interleave of 64 row dots and a down chunk read GRIFFIN's sequential buffer at 25.9 GB/s
-// where dense's MLP ran at 34.5 (llama-1b Q4_0).
+// where dense's MLP ran at 34.5 (llama-1b Q4_0). With `regroup` (context_params::regroup_rows) and a
+// CPU with the regrouped kernels (kernels::rows_x8_native), the split gate and up parts of Q4_K / Q4_0
+// rows hold their slots' rows as Q4_Kx8r / Q4_0x8r, 8 slots to a group (the last capacity % 8 slots
+// stay rows), as dense's own matrices are held (context::prepare): the same bits per row.
 class differential_bundle_cache {
 public:
     // down_t: the layer's down projection input-major ([hidden, dim]); it must outlive the cache.
     differential_bundle_cache(const layer_weights& lw, const tensor_view& down_t, int64_t dim, int64_t hidden,
-                              bool split = false);
+                              bool split = false, bool regroup = false);
 
     // Makes the buffer hold exactly `active` (sorted, unique, in [0, hidden)). Statistics go to `stats`.
     // Large copies run on n_threads.
@@ -57,8 +60,12 @@ private:
     void copy_neuron(int32_t j, int32_t slot);
     void grow(int64_t capacity);
     void run_split(const float* x, float* y, int n_threads, kernels::glu_kind act);
-    // Split mode: the three compact matrices over the buffer (rows = capacity).
+    // Split mode: the three compact matrices over the buffer (rows = capacity), gate and up as rows.
     tensor_view split_part(int part) const;
+    // Split mode, regrouped: slots [0, x8_slots()) of gate and up are groups of 8 rows.
+    int64_t x8_slots() const { return m_x8 ? m_capacity / k_rows_x8 * k_rows_x8 : 0; }
+    // Rewrites the gate and up groups holding a slot that changed neuron (m_group_dirty).
+    void regroup_dirty(int n_threads);
 
     const layer_weights* m_lw;
     int64_t m_hidden = 0;
@@ -75,6 +82,8 @@ private:
     std::vector<float> m_glu_compact;  // GLU per entry of m_run
     std::vector<int32_t> m_enter;      // neurons entering in this update
     bool m_split = false;
+    bool m_x8 = false;                       // split gate/up parts regrouped (constructor)
+    std::vector<uint8_t> m_group_dirty;      // [capacity / 8]: a slot of the group took a new neuron
     std::vector<float> m_gate_out, m_up_out, m_glu_slot;  // split mode: per slot
 };
 
@@ -86,8 +95,9 @@ bool fused_bundles_keep_types(const model& m);
 
 // Every layer's cache plus the kernel scratch: what context keeps while a fused method is attached.
 struct fused_mlp_state {
-    // down_t[l]: layer l's input-major down layout (owned by the context). split: the caches' split mode.
-    fused_mlp_state(const model& m, const std::vector<tensor_view>& down_t, int n_threads, bool split);
+    // down_t[l]: layer l's input-major down layout (owned by the context). split, regroup: the caches'.
+    fused_mlp_state(const model& m, const std::vector<tensor_view>& down_t, int n_threads, bool split,
+                    bool regroup);
 
     std::vector<differential_bundle_cache> layers;
     std::vector<float> scratch;
@@ -95,6 +105,6 @@ struct fused_mlp_state {
 };
 
 std::shared_ptr<fused_mlp_state> make_fused_state(const model& m, const std::vector<tensor_view>& down_t, int n_threads,
-                                                  bool split);
+                                                  bool split, bool regroup);
 
 }  // namespace sl
