@@ -176,7 +176,8 @@ TEST(OffloadKQuant, FusedMethodsRunFusedOnKQuantFiles) {
 // logits equal a run on the row-major Q4_K rows (context_params::regroup_rows off) bit for bit, dense
 // and with GLU pruning at density 1 after a dense token (its copies of gate/up go out of service, the rest
 // are reused), and the copies replace the originals: the resident weights stay within the file's and the
-// idle copies.
+// idle copies. Gate and up pruning (from their first token) choose neurons after their first projection,
+// which they read whole: that one is regrouped too (the other's rows sit in the pairs).
 TEST(OffloadKQuant, DenseRowsX8KeepBitsAndMemory) {
     const fixture& f = kq();
     if (!kernels::rows_x8_native(dtype::q4_k)) GTEST_SKIP() << "no AVX-512 VNNI: the engine makes no Q4_Kx8r copies";
@@ -192,7 +193,9 @@ TEST(OffloadKQuant, DenseRowsX8KeepBitsAndMemory) {
         context ctx = context::create(f.m, cp).value();
         std::unique_ptr<sparsity_method> meth;
         if (method_name != "none") {
-            ctx.decode(f.tokens[0], 0);  // dense first: the method's set then reuses the dense copies
+            // GLU pruning after a dense token reuses the dense copies; gate and up pruning start with their
+            // own set, so the copies made are theirs alone.
+            if (method_name == "glu") ctx.decode(f.tokens[0], 0);
             method_config mc;
             mc.name = method_name;
             meth = make_method(mc, f.m, nullptr).value();
@@ -209,10 +212,19 @@ TEST(OffloadKQuant, DenseRowsX8KeepBitsAndMemory) {
         return run_out{out, static_cast<double>(ctx.resident_weight_bytes()), ctx.rows_x8_bytes()};
     };
     const double weights = static_cast<double>(model_count_bytes(f.m).total());
-    for (const std::string name : {"none", "glu"}) {
+    for (const std::string name : {"none", "glu", "gate", "up"}) {
         const run_out rows = run(false, name), x8 = run(true, name);
         EXPECT_EQ(rows.x8_bytes, 0u) << name;
         EXPECT_GT(x8.x8_bytes, 0u) << name;
+        if (name == "gate" || name == "up") {
+            uint64_t first = 0;  // the first projection's Q4_K matrices
+            for (const layer_weights& lw : f.m.layers) {
+                const tensor_view& w = name == "gate" ? lw.w_gate : lw.w_up;
+                if (w.type == dtype::q4_k) first += static_cast<uint64_t>(w.bytes());
+            }
+            EXPECT_GT(first, 0u) << name;
+            EXPECT_GE(x8.x8_bytes, first) << name << ": its first projection is regrouped";
+        }
         ASSERT_EQ(rows.logits.size(), x8.logits.size());
         EXPECT_EQ(0, std::memcmp(rows.logits.data(), x8.logits.data(), rows.logits.size() * 4)) << name;
         EXPECT_LE(x8.resident, 1.001 * weights + static_cast<double>(x8.x8_bytes)) << name;
