@@ -34,7 +34,7 @@ int64_t chunk_bytes_for(int64_t call_bytes, int nt) {
     return std::clamp<int64_t>(call_bytes / (4 * static_cast<int64_t>(nt)), 128 * 1024, 1 << 20);
 }
 
-// Rows per chunk: a multiple of 8 (whole Q4_Kx8r / Q4_0x8r groups, whole passes of the float rows that
+// Rows per chunk: a multiple of 8 (whole Q4_Kx8r / Q4_0x8r / Q8_0x8r groups, whole passes of the float rows that
 // read 8 side by side).
 int64_t chunk_rows(const tensor_view& w, int64_t chunk_bytes) {
     constexpr int64_t unit = 8;
@@ -42,7 +42,7 @@ int64_t chunk_rows(const tensor_view& w, int64_t chunk_bytes) {
     return std::max<int64_t>(unit, chunk_bytes / std::max<int64_t>(1, w.row_bytes()) / unit * unit);
 }
 
-// Q4_Kx8r / Q4_0x8r rows on an ISA without a kernel of its own: each group of 8 copied back to rows of
+// Q4_Kx8r / Q4_0x8r / Q8_0x8r rows on an ISA without a kernel of its own: each group of 8 copied back to rows of
 // the base type (in the thread's buffer, L1/L2-resident) and run through those rows, so every row keeps
 // their bits.
 void rows_x8_by_copy(const detail::kernel_table& kt, dtype t, const uint8_t* w, int64_t rb, int64_t n_rows,
@@ -99,7 +99,7 @@ act_scratch& thread_act_scratch() {
 
 void check_view(const tensor_view& w) {
     assert(w.rows >= 0 && w.cols >= 0);
-    assert((!dtype_is_rows_x8(w.type) || w.rows % k_rows_x8 == 0) && "Q4_Kx8r / Q4_0x8r hold groups of 8 rows");
+    assert((!dtype_is_rows_x8(w.type) || w.rows % k_rows_x8 == 0) && "Q4_Kx8r / Q4_0x8r / Q8_0x8r hold groups of 8 rows");
     assert(w.cols % dtype_block_elems(w.type) == 0 && "cols must be a multiple of the block size");
     assert((w.data != nullptr || w.rows == 0 || w.cols == 0) && "tensor without data");
     (void)w;
@@ -177,7 +177,7 @@ void gemv_multi(const tensor_view* ws, float* const* ys, int n_mats, const float
             }
             if (const detail::rows_fn fn = kt.rows[static_cast<int>(w.type)])
                 fn(w.row(r0), w.row_bytes(), r1 - r0, w.cols, xa, ys[i] + r0);
-            else  // only Q4_Kx8r / Q4_0x8r have no rows on some ISAs
+            else  // only Q4_Kx8r / Q4_0x8r / Q8_0x8r have no rows on some ISAs
                 rows_x8_by_copy(kt, w.type, w.row(r0), w.row_bytes(), r1 - r0, w.cols, xa, ys[i] + r0);
         }
     };

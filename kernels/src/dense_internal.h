@@ -144,8 +144,8 @@ void quantize_act_for(dtype t, const kernel_table& kt, const float* x, int64_t n
 // / Q4_0x8r group at `group` (types.h), and back (layout.cpp).
 void rows_to_rows_x8(dtype base, const uint8_t* rows, int64_t rb, int64_t cols, uint8_t* group);
 void rows_x8_to_rows(dtype base, const uint8_t* group, int64_t cols, uint8_t* rows, int64_t rb);
-// A group of 8 rows of view type t (Q4_Kx8r / Q4_0x8r) back as rows of its base type: kt.x8_to_rows for
-// Q4_Kx8r where the ISA has it, rows_x8_to_rows otherwise. The same bytes.
+// A group of 8 rows of view type t (Q4_Kx8r / Q4_0x8r / Q8_0x8r) back as rows of its base type:
+// kt.x8_to_rows for Q4_Kx8r where the ISA has it, rows_x8_to_rows otherwise. The same bytes.
 void rows_x8_back(const kernel_table& kt, dtype t, const uint8_t* group, int64_t cols, uint8_t* rows, int64_t rb);
 
 // gemm of a block-quantized w (n >= 2 tokens, cols > 0) as a blocked int8 GEMM on nt threads (gemm.cpp).

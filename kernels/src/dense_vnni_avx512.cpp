@@ -6,6 +6,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include "q40_r8_avx512.h"
 #include "q4k_r8_avx512.h"
+#include "q80_r8_avx512.h"
 #include "quant_rows_avx512.h"
 #include "sparse_internal.h"
 
@@ -28,6 +29,7 @@ void add_vnni_rows_avx512(kernel_table& k) {
     k.rows[static_cast<int>(dtype::q6_k)] = k.rows_cached[static_cast<int>(dtype::q6_k)] = rows<q6k>;
     k.rows[static_cast<int>(dtype::q4_k_r8)] = k.rows_cached[static_cast<int>(dtype::q4_k_r8)] = rows_x8;
     k.rows[static_cast<int>(dtype::q4_0_r8)] = k.rows_cached[static_cast<int>(dtype::q4_0_r8)] = rows_x8_q40;
+    k.rows[static_cast<int>(dtype::q8_0_r8)] = k.rows_cached[static_cast<int>(dtype::q8_0_r8)] = rows_x8_q80;
 }
 
 // The same VNNI rows as the sparse gathers (output-sparse rows, the fused MLP's and the pairs' row dots).

@@ -410,7 +410,7 @@ void gemm_float(const tensor_view& w, const float* x, int64_t n, float* y, int n
 }
 
 void gemm_int8(const tensor_view& wv, const float* x, int64_t n, float* y, int nt) {
-    // Q4_Kx8r / Q4_0x8r: read as Q4_K / Q4_0 (the same bytes per row, so whole groups address alike),
+    // Q4_Kx8r / Q4_0x8r / Q8_0x8r: read as their base type (the same bytes per row, so whole groups address alike),
     // each panel's groups copied back to rows before the panel decodes them: the blocks and so the results
     // of the rows.
     const bool x8 = dtype_is_rows_x8(wv.type);

@@ -182,7 +182,7 @@ bool rows_x8_native(dtype t) {
 
 tensor_view to_rows_x8(const tensor_view& w, uint8_t* dst) {
     assert(dtype_is_rows_x8(dtype_rows_x8_form(w.type)) && w.rows % k_rows_x8 == 0 &&
-           "Q4_Kx8r / Q4_0x8r hold Q4_K / Q4_0 rows in groups of 8");
+           "the regrouped forms hold Q4_K / Q4_0 / Q8_0 rows in groups of 8");
     assert(w.cols % qk_k == 0 && "regrouped rows of whole 256-column groups");
     const int64_t groups = w.rows / k_rows_x8, gb = k_rows_x8 * w.row_bytes();
 #pragma omp parallel for schedule(static) if (groups > 64)
@@ -234,12 +234,12 @@ owned_pairs make_pairs(const tensor_view& rows, const tensor_view& down, dtype d
 
 namespace detail {
 
-// Where the parts of Q4_K block (row r, super-block b) or of Q4_0 block (row r, block 8b + k) go in a
-// Q4_Kx8r / Q4_0x8r group (types.h): one walk for both directions (rows -> group when the rows are the
-// const side), so the two cannot disagree.
+// Where the parts of Q4_K block (row r, super-block b) or of Q4_0 / Q8_0 block (row r, block 8b + k) go in
+// a Q4_Kx8r / Q4_0x8r / Q8_0x8r group (types.h): one walk for both directions (rows -> group when the
+// rows are the const side), so the two cannot disagree.
 template <typename Rows, typename Group>
 void move_rows_x8(dtype base, Rows* rows, int64_t rb, int64_t cols, Group* group) {
-    constexpr int64_t bytes = 144, gbytes = k_rows_x8 * bytes;  // per row and 256 columns, either type
+    const int64_t bytes = dtype_row_bytes(base, qk_k), gbytes = k_rows_x8 * bytes;  // per row and 256 columns
     for (int64_t b = 0; b < cols / qk_k; ++b) {
         Group* o = group + b * gbytes;
         for (int r = 0; r < k_rows_x8; ++r) {
@@ -250,6 +250,14 @@ void move_rows_x8(dtype base, Rows* rows, int64_t rb, int64_t cols, Group* group
                 else
                     std::memcpy(p + at_block, o + at_group, n);
             };
+            if (base == dtype::q8_0) {
+                for (int k = 0; k < k_x8_blocks; ++k) {
+                    const int64_t blk = k * static_cast<int64_t>(sizeof(block_q8_0));
+                    move(16 * k + 2 * r, blk, 2);  // d
+                    for (int q = 0; q < 4; ++q) move(128 + 256 * k + 64 * q + 8 * r, blk + 2 + 8 * q, 8);  // piece q
+                }
+                continue;
+            }
             if (base == dtype::q4_0) {
                 for (int k = 0; k < k_x8_blocks; ++k) {
                     const int64_t blk = k * static_cast<int64_t>(sizeof(block_q4_0));

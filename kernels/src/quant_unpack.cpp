@@ -222,6 +222,7 @@ const quant_traits& quant_info(dtype t) {
         // decoder (gemm reads its rows back as Q4_K blocks, rows_x8_to_rows)
         {nullptr, act_kind::q8_k, true, false},
         {nullptr, act_kind::q8_0, false, false},  // q4_0_r8: Q4_0 interleaved, the same way
+        {nullptr, act_kind::q8_0, false, false},  // q8_0_r8: Q8_0 interleaved, the same way
     };
     return table[static_cast<int>(t)];
 }

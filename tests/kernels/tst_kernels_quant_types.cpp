@@ -218,19 +218,21 @@ TEST(gemv_multi, equals_separate_gemv_calls) {
     }
 }
 
-// Q4_Kx8r / Q4_0x8r (Q4_K / Q4_0 rows interleaved 8 at a time for the dense kernels) give every row the
-// bits the rows give it: gemv and gemm against the same matrix row-major, on every ISA (the AVX-512 VNNI
-// kernels of their own, the copy back to rows elsewhere), with 1-3 threads, and inside gemv_multi beside
-// another type of the same activations (Q6_K, Q8_0: the quantized x is shared). For Q4_K the two float
-// lanes of q4k_lanes.h make this hold (the double-reference test above checks their value); for Q4_0 the
-// kernel repeats the row kernel's lanes and sums (q40_r8_avx512.h).
+// Q4_Kx8r / Q4_0x8r / Q8_0x8r (Q4_K / Q4_0 / Q8_0 rows interleaved 8 at a time for the dense kernels)
+// give every row the bits the rows give it: gemv and gemm against the same matrix row-major, on every ISA
+// (the AVX-512 VNNI kernels of their own, the copy back to rows elsewhere), with 1-3 threads, and inside
+// gemv_multi beside another type of the same activations (Q6_K, Q8_0, Q4_0: the quantized x is shared).
+// For Q4_K the two float lanes of q4k_lanes.h make this hold (the double-reference test above checks
+// their value); for Q4_0 and Q8_0 the kernels repeat the row kernel's lanes and sums (q40_r8_avx512.h,
+// q80_r8_avx512.h).
 TEST(rows_x8, equal_rows_in_gemv_gemv_multi_and_gemm) {
     isa_guard guard;
-    for (const dtype base : {dtype::q4_k, dtype::q4_0}) {
+    for (const dtype base : {dtype::q4_k, dtype::q4_0, dtype::q8_0}) {
         for (const auto& [rows, nsb] : std::vector<std::pair<int64_t, int64_t>>{{8, 1}, {48, 9}, {136, 8}}) {
             const int64_t cols = nsb * qk_k;
             const matrix m = random_blocks(base, rows, cols, 7000 + rows);
-            const matrix other = random_blocks(base == dtype::q4_k ? dtype::q6_k : dtype::q8_0, 24, cols, 7100 + rows);
+            const dtype other_type = base == dtype::q4_k ? dtype::q6_k : base == dtype::q4_0 ? dtype::q8_0 : dtype::q4_0;
+            const matrix other = random_blocks(other_type, 24, cols, 7100 + rows);
             const k::owned_matrix x8 = k::to_rows_x8(m.view);
             ASSERT_EQ(x8.view.type, dtype_rows_x8_form(base));
             ASSERT_EQ(x8.view.bytes(), m.view.bytes());  // the same bytes, regrouped

@@ -27,10 +27,12 @@ struct owned_matrix {
 owned_matrix to_input_major(const tensor_view& w, dtype type);
 
 // Whether the active ISA has a kernel of its own for the regrouped form of t (Q4_K: Q4_Kx8r on AVX2 and
-// AVX-512; Q4_0: Q4_0x8r where the CPU has AVX-512 VNNI). Elsewhere gemv reads such a view by copying
-// each group of 8 rows back first: the same bits, but slower than the rows. False for other types.
+// AVX-512; Q4_0 and Q8_0: Q4_0x8r and Q8_0x8r where the CPU has AVX-512 VNNI). Elsewhere gemv reads such a
+// view by copying each group of 8 rows back first: the same bits, but slower than the rows. False for
+// other types.
 bool rows_x8_native(dtype t);
-// w (Q4_K or Q4_0, rows a multiple of 8, cols of 256) as Q4_Kx8r / Q4_0x8r: the same bytes regrouped.
+// w (Q4_K, Q4_0 or Q8_0, rows a multiple of 8, cols of 256) as Q4_Kx8r / Q4_0x8r / Q8_0x8r: the same bytes
+// regrouped.
 // gemv, gemv_multi and gemm on the copy give every row the bits they give it on w.
 owned_matrix to_rows_x8(const tensor_view& w);
 // The same into dst (w.bytes() bytes; 64-byte aligned for whole-line loads), returning its view.

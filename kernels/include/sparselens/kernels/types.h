@@ -13,9 +13,9 @@ enum class dtype : uint8_t {
     f32 = 0, f16 = 1, bf16 = 2, q8_0 = 3, q4_0 = 4,
     q4_1 = 5, q5_0 = 6, q5_1 = 7, q2_k = 8, q3_k = 9, q4_k = 10, q5_k = 11, q6_k = 12, iq4_nl = 13, iq4_xs = 14,
     q8_0x8 = 15, q4_0x8 = 16, q6_0x8 = 17,  // input-major layouts only, never in a file
-    q4_k_r8 = 18, q4_0_r8 = 19,             // dense rows' layouts only, never in a file
+    q4_k_r8 = 18, q4_0_r8 = 19, q8_0_r8 = 20,  // dense rows' layouts only, never in a file
 };
-inline constexpr int n_dtypes = 20;
+inline constexpr int n_dtypes = 21;
 
 inline constexpr int32_t qk8_0 = 32;  // elements per Q8_0 block
 inline constexpr int32_t qk4_0 = 32;  // elements per Q4_0 block
@@ -60,6 +60,9 @@ inline constexpr int32_t k_x8_blocks = 8;
 // the 64 fp16 scales block by block (block k's 8 rows at 16k), then per block k 128 bytes of quants,
 // bytes 0-7 of each row's 16 in row order, then bytes 8-15. cols a multiple of 256; the bits of the Q4_0
 // row kernels.
+// Q8_0x8r: Q8_0 rows likewise, per group of 8 rows and 256 columns 2176 bytes: the 64 fp16 scales block by
+// block (block k's 8 rows at 16k), then per block k 256 bytes of quants, piece p (64 bytes) holding bytes
+// 8p..8p+7 of each row's 32 in row order. The bits of the Q8_0 row kernels.
 inline constexpr int32_t k_rows_x8 = 8;
 
 // The other block layouts (byte offsets as ggml's structs; all fp16 fields little-endian). The
@@ -94,7 +97,7 @@ inline constexpr dtype_traits k_dtype_traits[n_dtypes] = {
     {"Q6_K", 14, 256, 210, false}, {"IQ4_NL", 20, 32, 18, false}, {"IQ4_XS", 23, 256, 136, false},
     {"Q8_0x8", k_no_ggml_id, 256, 272, true}, {"Q4_0x8", k_no_ggml_id, 256, 144, true},
     {"Q6_0x8", k_no_ggml_id, 256, 208, true},  {"Q4_Kx8r", k_no_ggml_id, 256, 144, false},
-    {"Q4_0x8r", k_no_ggml_id, 256, 144, false},
+    {"Q4_0x8r", k_no_ggml_id, 256, 144, false}, {"Q8_0x8r", k_no_ggml_id, 256, 272, false},
 };
 
 constexpr const dtype_traits& dtype_info(dtype t) { return k_dtype_traits[static_cast<int>(t)]; }
@@ -140,10 +143,10 @@ constexpr bool dtype_is_x8(dtype t) { return dtype_x8_base(t) != t; }
 // The dense rows' regrouped form of Q4_K / Q4_0 (8 rows interleaved: Q4_Kx8r, Q4_0x8r; the type itself
 // otherwise), and back.
 constexpr dtype dtype_rows_x8_form(dtype t) {
-    return t == dtype::q4_k ? dtype::q4_k_r8 : t == dtype::q4_0 ? dtype::q4_0_r8 : t;
+    return t == dtype::q4_k ? dtype::q4_k_r8 : t == dtype::q4_0 ? dtype::q4_0_r8 : t == dtype::q8_0 ? dtype::q8_0_r8 : t;
 }
 constexpr dtype dtype_rows_x8_base(dtype t) {
-    return t == dtype::q4_k_r8 ? dtype::q4_k : t == dtype::q4_0_r8 ? dtype::q4_0 : t;
+    return t == dtype::q4_k_r8 ? dtype::q4_k : t == dtype::q4_0_r8 ? dtype::q4_0 : t == dtype::q8_0_r8 ? dtype::q8_0 : t;
 }
 constexpr bool dtype_is_rows_x8(dtype t) { return dtype_rows_x8_base(t) != t; }
 
