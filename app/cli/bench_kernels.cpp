@@ -275,8 +275,9 @@ private:
         });
     }
 
-    // Q4_K / Q4_0: the same matrix in the engine's dense layout (Q4_Kx8r / Q4_0x8r, where this CPU has its
-    // kernel), timed beside the rows as "dense_x8" (its speed-up is over them); id -1 where it does not apply.
+    // Q4_K / Q4_0 / Q8_0: the same matrix in the engine's dense layout (Q4_Kx8r / Q4_0x8r / Q8_0x8r, where
+    // this CPU has its kernel), timed beside the rows as "dense_x8" (its speed-up is over them); id -1 where
+    // it does not apply.
     struct x8_cases {
         k::owned_matrix m;
         std::unique_ptr<copies> set;

@@ -198,9 +198,10 @@ void differential_bundle_cache::regroup_dirty(int n_threads) {
         for (int64_t g = 0; g < groups; ++g) {
             if (!m_group_dirty[static_cast<size_t>(g)]) continue;
             for (int p = 0; p < 2; ++p) {
-                for (int r = 0; r < k_rows_x8; ++r)
-                    std::memcpy(group.data() + r * rb, rows[p]->row(m_neuron_at[static_cast<size_t>(g * k_rows_x8 + r)]),
-                                static_cast<size_t>(rb));
+                for (int r = 0; r < k_rows_x8; ++r) {
+                    const int32_t j = m_neuron_at[static_cast<size_t>(g * k_rows_x8 + r)];
+                    std::memcpy(group.data() + r * rb, rows[p]->row(j), static_cast<size_t>(rb));
+                }
                 kernels::to_rows_x8({t, k_rows_x8, m_view.dim, group.data()}, parts[p] + g * k_rows_x8 * rb);
             }
             m_group_dirty[static_cast<size_t>(g)] = 0;

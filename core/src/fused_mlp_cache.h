@@ -32,8 +32,8 @@ namespace sl {
 // but gate and up read as two long streams that the hardware prefetchers follow. The fused kernel's
 // per-32-neuron interleave of 64 row dots and a down chunk read GRIFFIN's sequential buffer at 25.9 GB/s
 // where dense's MLP ran at 34.5 (llama-1b Q4_0). With `regroup` (context_params::regroup_rows) and a
-// CPU with the regrouped kernels (kernels::rows_x8_native), the split gate and up parts of Q4_K / Q4_0
-// rows hold their slots' rows as Q4_Kx8r / Q4_0x8r, 8 slots to a group (the last capacity % 8 slots
+// CPU with the regrouped kernels (kernels::rows_x8_native), the split gate and up parts of Q4_K / Q4_0 /
+// Q8_0 rows hold their slots' rows in the regrouped form (Q4_Kx8r...), 8 slots to a group (the last capacity % 8 slots
 // stay rows), as dense's own matrices are held (context::prepare): the same bits per row.
 class differential_bundle_cache {
 public:

@@ -99,7 +99,7 @@ act_scratch& thread_act_scratch() {
 
 void check_view(const tensor_view& w) {
     assert(w.rows >= 0 && w.cols >= 0);
-    assert((!dtype_is_rows_x8(w.type) || w.rows % k_rows_x8 == 0) && "Q4_Kx8r / Q4_0x8r / Q8_0x8r hold groups of 8 rows");
+    assert((!dtype_is_rows_x8(w.type) || w.rows % k_rows_x8 == 0) && "the regrouped forms hold groups of 8 rows");
     assert(w.cols % dtype_block_elems(w.type) == 0 && "cols must be a multiple of the block size");
     assert((w.data != nullptr || w.rows == 0 || w.cols == 0) && "tensor without data");
     (void)w;

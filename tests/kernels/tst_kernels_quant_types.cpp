@@ -231,7 +231,9 @@ TEST(rows_x8, equal_rows_in_gemv_gemv_multi_and_gemm) {
         for (const auto& [rows, nsb] : std::vector<std::pair<int64_t, int64_t>>{{8, 1}, {48, 9}, {136, 8}}) {
             const int64_t cols = nsb * qk_k;
             const matrix m = random_blocks(base, rows, cols, 7000 + rows);
-            const dtype other_type = base == dtype::q4_k ? dtype::q6_k : base == dtype::q4_0 ? dtype::q8_0 : dtype::q4_0;
+            const dtype other_type = base == dtype::q4_k   ? dtype::q6_k
+                                     : base == dtype::q4_0 ? dtype::q8_0
+                                                           : dtype::q4_0;
             const matrix other = random_blocks(other_type, 24, cols, 7100 + rows);
             const k::owned_matrix x8 = k::to_rows_x8(m.view);
             ASSERT_EQ(x8.view.type, dtype_rows_x8_form(base));

@@ -27,8 +27,8 @@ struct context_params {
     // fused set's gate/up: for a dense context reading the same model side by side (`bench --method`
     // alternates the two), whose matrices must stay where they were loaded (not come back from the file).
     bool keep_replaced = false;
-    // Regroup the Q4_K and Q4_0 matrices the context reads only whole 8 rows at a time (Q4_Kx8r, Q4_0x8r:
-    // the dense kernels' faster layouts) where the CPU has the kernel for it. Off: they are read as the
+    // Regroup the Q4_K, Q4_0 and Q8_0 matrices the context reads only whole 8 rows at a time (Q4_Kx8r,
+    // Q4_0x8r, Q8_0x8r: the dense kernels' faster layouts) where the CPU has the kernel for it. Off: they are read as the
     // file's rows (the same bits either way; `bench --no-regroup` measures what it buys).
     bool regroup_rows = true;
 };
@@ -143,17 +143,17 @@ public:
     // set_method: the method's MLP input-major copies are then not built (the source provides them).
     // Only the single-token sparse path (a method attached) reads from it; fused methods are not offloaded.
     void set_mlp_source(mlp_weight_source* s) { m_mlp_source = s; }
-    // The method's layouts (input-major, pairs); not the Q4_Kx8r / Q4_0x8r copies, which only regroup a
+    // The method's layouts (input-major, pairs); not the regrouped (Q4_Kx8r...) copies, which only regroup a
     // matrix's bytes (an offload runtime counts the attention weights they hold as the model's).
     uint64_t layout_bytes() const;
-    // Builds now what the next forward pass would build first: the Q4_Kx8r / Q4_0x8r copies of the Q4_K /
-    // Q4_0 matrices read only whole (every such matrix with whole groups of 8 rows and of 256 columns that
+    // Builds now what the next forward pass would build first: the Q4_Kx8r / Q4_0x8r / Q8_0x8r copies of the
+    // Q4_K / Q4_0 / Q8_0 matrices read only whole (every such matrix with whole groups of 8 rows and of 256 columns that
     // nothing reads row by row or through a layout of its own, on a CPU with the kernel), after create() or
     // set_method(). A timed run calls it so it does not time the copying. Copies a set no longer wants keep
     // their memory (rows_x8_bytes) and come back into service without copying when a later set wants them
     // (eval's dense and method turns).
     void prepare();
-    // The Q4_Kx8r / Q4_0x8r copies' bytes (matrices read only whole, regrouped for the dense kernels).
+    // The regrouped copies' bytes (matrices read only whole, regrouped for the dense kernels).
     uint64_t rows_x8_bytes() const;
     // Weight bytes this context keeps resident: the model's weight tensors, minus the row-major
     // matrices a layout or a Q4_Kx8r copy replaced whose pages were handed back (and the gate/up pages
@@ -242,9 +242,9 @@ private:
     bool m_prompt_open = false;
     std::vector<layer_layouts> m_layouts;
     uint64_t m_released_bytes = 0;  // row-major bytes the layouts replaced and gave back (set_method)
-    // Q4_K and Q4_0 matrices read only whole, regrouped 8 rows at a time (kernels::to_rows_x8): the dense
-    // gemv's rows ran compute-bound (Q4_K 24 GB/s per thread from L2 against 51 on Q4_Kx8r, Q4_0 20 against
-    // 30-35 on Q4_0x8r), and every row keeps its bits. Like the input-major layouts they replace the
+    // Q4_K, Q4_0 and Q8_0 matrices read only whole, regrouped 8 rows at a time (kernels::to_rows_x8): the
+    // dense gemv's rows ran compute-bound (Q4_K 24 GB/s per thread from L2 against 51 on Q4_Kx8r, Q4_0 20
+    // against 30-35 on Q4_0x8r, Q8_0 26 against 45), and every row keeps its bits. Like the input-major layouts they replace the
     // original, whose pages are handed back.
     // All in one arena on huge pages, as the loaded weights are (streamed on 4 KiB pages they decoded slower
     // than the rows they replace).

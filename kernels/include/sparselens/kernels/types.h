@@ -140,13 +140,23 @@ constexpr dtype dtype_x8_base(dtype t) {
 }
 constexpr bool dtype_is_x8(dtype t) { return dtype_x8_base(t) != t; }
 
-// The dense rows' regrouped form of Q4_K / Q4_0 (8 rows interleaved: Q4_Kx8r, Q4_0x8r; the type itself
-// otherwise), and back.
+// The dense rows' regrouped form of Q4_K / Q4_0 / Q8_0 (8 rows interleaved: Q4_Kx8r, Q4_0x8r, Q8_0x8r; the
+// type itself otherwise), and back.
 constexpr dtype dtype_rows_x8_form(dtype t) {
-    return t == dtype::q4_k ? dtype::q4_k_r8 : t == dtype::q4_0 ? dtype::q4_0_r8 : t == dtype::q8_0 ? dtype::q8_0_r8 : t;
+    switch (t) {
+        case dtype::q4_k: return dtype::q4_k_r8;
+        case dtype::q4_0: return dtype::q4_0_r8;
+        case dtype::q8_0: return dtype::q8_0_r8;
+        default: return t;
+    }
 }
 constexpr dtype dtype_rows_x8_base(dtype t) {
-    return t == dtype::q4_k_r8 ? dtype::q4_k : t == dtype::q4_0_r8 ? dtype::q4_0 : t == dtype::q8_0_r8 ? dtype::q8_0 : t;
+    switch (t) {
+        case dtype::q4_k_r8: return dtype::q4_k;
+        case dtype::q4_0_r8: return dtype::q4_0;
+        case dtype::q8_0_r8: return dtype::q8_0;
+        default: return t;
+    }
 }
 constexpr bool dtype_is_rows_x8(dtype t) { return dtype_rows_x8_base(t) != t; }
 
