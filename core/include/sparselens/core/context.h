@@ -28,8 +28,8 @@ struct context_params {
     // alternates the two), whose matrices must stay where they were loaded (not come back from the file).
     bool keep_replaced = false;
     // Regroup the Q4_K, Q4_0 and Q8_0 matrices the context reads only whole 8 rows at a time (Q4_Kx8r,
-    // Q4_0x8r, Q8_0x8r: the dense kernels' faster layouts) where the CPU has the kernel for it. Off: they are read as the
-    // file's rows (the same bits either way; `bench --no-regroup` measures what it buys).
+    // Q4_0x8r, Q8_0x8r: the dense kernels' faster layouts) where the CPU has the kernel for it. Off: they
+    // are read as the file's rows (the same bits either way; `bench --no-regroup` measures what it buys).
     bool regroup_rows = true;
 };
 
@@ -147,11 +147,11 @@ public:
     // matrix's bytes (an offload runtime counts the attention weights they hold as the model's).
     uint64_t layout_bytes() const;
     // Builds now what the next forward pass would build first: the Q4_Kx8r / Q4_0x8r / Q8_0x8r copies of the
-    // Q4_K / Q4_0 / Q8_0 matrices read only whole (every such matrix with whole groups of 8 rows and of 256 columns that
-    // nothing reads row by row or through a layout of its own, on a CPU with the kernel), after create() or
-    // set_method(). A timed run calls it so it does not time the copying. Copies a set no longer wants keep
-    // their memory (rows_x8_bytes) and come back into service without copying when a later set wants them
-    // (eval's dense and method turns).
+    // Q4_K / Q4_0 / Q8_0 matrices read only whole (every such matrix with whole groups of 8 rows and of 256
+    // columns that nothing reads row by row or through a layout of its own, on a CPU with the kernel), after
+    // create() or set_method(). A timed run calls it so it does not time the copying. Copies a set no longer
+    // wants keep their memory (rows_x8_bytes) and come back into service without copying when a later set
+    // wants them (eval's dense and method turns).
     void prepare();
     // The regrouped copies' bytes (matrices read only whole, regrouped for the dense kernels).
     uint64_t rows_x8_bytes() const;
@@ -244,8 +244,8 @@ private:
     uint64_t m_released_bytes = 0;  // row-major bytes the layouts replaced and gave back (set_method)
     // Q4_K, Q4_0 and Q8_0 matrices read only whole, regrouped 8 rows at a time (kernels::to_rows_x8): the
     // dense gemv's rows ran compute-bound (Q4_K 24 GB/s per thread from L2 against 51 on Q4_Kx8r, Q4_0 20
-    // against 30-35 on Q4_0x8r, Q8_0 26 against 45), and every row keeps its bits. Like the input-major layouts they replace the
-    // original, whose pages are handed back.
+    // against 30-35 on Q4_0x8r, Q8_0 26 against 45), and every row keeps its bits. Like the input-major
+    // layouts they replace the original, whose pages are handed back.
     // All in one arena on huge pages, as the loaded weights are (streamed on 4 KiB pages they decoded slower
     // than the rows they replace).
     struct layer_rows {
