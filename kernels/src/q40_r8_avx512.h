@@ -18,6 +18,7 @@
 #endif
 
 #include "row_dots_avx512.h"
+#include "rows_x8_groups.h"
 
 namespace sl::kernels::detail {
 namespace {
@@ -106,25 +107,8 @@ struct q40_x8 {
 // one process alternating: 2048 x 8192 one stream 18.3-21.2 GB/s, two 19.9-26.6, four 21.0-23.3 (ahead
 // in 7 of 7 rounds); 8192 x 2048 20.4-26.2 against 19.8-30.2 (6 of 7). From L2 on one thread the
 // accumulators of four groups live on the stack: 35 against 36-39 GB/s.
-
 void rows_x8_q40(const uint8_t* w, int64_t rb, int64_t n_rows, int64_t cols, const void* xv, float* y) {
-    const auto* xa = static_cast<const q8_act*>(xv);
-    const int64_t ng = cols / 256, groups = n_rows / k_rows_x8;
-    const int64_t gb = k_rows_x8 * rb;
-    const int64_t per = cpu_prefers_row_streams() ? groups / k_rows_x8_streams : 0;  // groups per stream
-    for (int64_t j = 0; j < per; ++j) {
-        q40_x8 st[k_rows_x8_streams];
-        for (q40_x8& s : st) s.zero();
-        for (int64_t g = 0; g < ng; ++g)
-            for (int i = 0; i < k_rows_x8_streams; ++i) st[i].step(w + (i * per + j) * gb, xa, g);
-        for (int i = 0; i < k_rows_x8_streams; ++i) st[i].finish(y + (i * per + j) * k_rows_x8);
-    }
-    for (int64_t r0 = k_rows_x8_streams * per * k_rows_x8; r0 < n_rows; r0 += k_rows_x8) {
-        q40_x8 st;
-        st.zero();
-        for (int64_t g = 0; g < ng; ++g) st.step(w + r0 * rb, xa, g);
-        st.finish(y + r0);
-    }
+    rows_x8_groups<q40_x8>(w, rb, n_rows, cols, static_cast<const q8_act*>(xv), y, cpu_prefers_row_streams());
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 
 #include "q4k_lanes.h"
 #include "row_dots_avx512.h"
+#include "rows_x8_groups.h"
 
 namespace sl::kernels::detail {
 namespace {
@@ -70,42 +71,52 @@ struct q4k_x8 {
 // the Q4_K rows in the same run was 0.83-1.12x without and 1.11-1.25x with; prefetching every 2nd or 4th
 // line instead gave 1.02-1.25x. Whole-model Q4_K_M decode, same alternation: 20.7-26.5 tok/s without,
 // 26.3-33.7 with.
-// Super-block b of the group at `group` (8 rows) into acc: lane 2r + e of row r (q4k_lanes.h).
-[[gnu::always_inline]] inline __m512 q4k_x8_step(const uint8_t* group, const q8_act* xa, const int16_t* sums,
-                                                  int64_t b, __m512 acc) {
-    const __m512i pair_d = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
-    const __m512i pair_m = _mm512_add_epi32(pair_d, _mm512_set1_epi32(8));
-    const uint8_t* g = group + b * q4k_x8::group_bytes;
-    prefetch_span<q4k_x8::group_bytes, pf_l2>(ahead<pf_l2>(g), 0);
-    const int8_t* xq = xa->qs + 256 * b;
-    __m512i sc_lo, sc_hi, m_lo, m_hi;
-    q4k_x8::scales(g, sc_lo, sc_hi, m_lo, m_hi);
-    __m512i a = _mm512_setzero_si512();
-    a = q4k_x8::groups<0>(g, xq, sc_lo, a);
-    a = q4k_x8::groups<1>(g, xq, sc_lo, a);
-    a = q4k_x8::groups<2>(g, xq, sc_hi, a);
-    a = q4k_x8::groups<3>(g, xq, sc_hi, a);
-    // Minima: lane 2r: m0 S0 + m1 S1 + m4 S4 + m5 S5, lane 2r + 1: groups 2, 3, 6, 7 (q4k_step's order
-    // is irrelevant: exact integers).
-    int64_t s03, s47;
-    std::memcpy(&s03, sums + 8 * b, 8);
-    std::memcpy(&s47, sums + 8 * b + 4, 8);
-    const __m512i bm = _mm512_dpwssd_epi32(_mm512_madd_epi16(m_lo, _mm512_set1_epi64(s03)), m_hi,
-                                           _mm512_set1_epi64(s47));
-    // [d0..d7, dmin0..dmin7] dx, each row's pair of lanes given its d dx and dmin dx.
-    const __m512 dd = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g))),
-                                    _mm512_set1_ps(xa->d[8 * b]));
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a), _mm512_permutexvar_ps(pair_d, dd), acc);
-    return _mm512_fnmadd_ps(_mm512_cvtepi32_ps(bm), _mm512_permutexvar_ps(pair_m, dd), acc);
-}
+// One group of 8 rows for rows_x8_groups: lane 2r + e of row r (q4k_lanes.h) in one accumulator.
+struct q4k_x8_group {
+    struct ctx {
+        const q8_act* xa;
+        const int16_t* sums;  // q4k_group_sums of x
+    };
+    __m512 acc;
 
-// y[r] = lane 2r + lane 2r + 1 (q4k_row_value's single add) for the group's 8 rows.
-[[gnu::always_inline]] inline void q4k_x8_finish(__m512 acc, float* y) {
-    const __m512i even = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 14, 12, 10, 8, 6, 4, 2, 0);
-    const __m512 e = _mm512_permutexvar_ps(even, acc);
-    const __m512 o = _mm512_permutexvar_ps(_mm512_add_epi32(even, _mm512_set1_epi32(1)), acc);
-    _mm256_storeu_ps(y, _mm512_castps512_ps256(_mm512_add_ps(e, o)));
-}
+    [[gnu::always_inline]] void zero() { acc = _mm512_setzero_ps(); }
+
+    // Super-block b of the group at `group`.
+    [[gnu::always_inline]] void step(const uint8_t* group, const ctx& c, int64_t b) {
+        const __m512i pair_d = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+        const __m512i pair_m = _mm512_add_epi32(pair_d, _mm512_set1_epi32(8));
+        const uint8_t* g = group + b * q4k_x8::group_bytes;
+        prefetch_span<q4k_x8::group_bytes, pf_l2>(ahead<pf_l2>(g), 0);
+        const int8_t* xq = c.xa->qs + 256 * b;
+        __m512i sc_lo, sc_hi, m_lo, m_hi;
+        q4k_x8::scales(g, sc_lo, sc_hi, m_lo, m_hi);
+        __m512i a = _mm512_setzero_si512();
+        a = q4k_x8::groups<0>(g, xq, sc_lo, a);
+        a = q4k_x8::groups<1>(g, xq, sc_lo, a);
+        a = q4k_x8::groups<2>(g, xq, sc_hi, a);
+        a = q4k_x8::groups<3>(g, xq, sc_hi, a);
+        // Minima: lane 2r: m0 S0 + m1 S1 + m4 S4 + m5 S5, lane 2r + 1: groups 2, 3, 6, 7 (q4k_step's order
+        // is irrelevant: exact integers).
+        int64_t s03, s47;
+        std::memcpy(&s03, c.sums + 8 * b, 8);
+        std::memcpy(&s47, c.sums + 8 * b + 4, 8);
+        const __m512i bm = _mm512_dpwssd_epi32(_mm512_madd_epi16(m_lo, _mm512_set1_epi64(s03)), m_hi,
+                                               _mm512_set1_epi64(s47));
+        // [d0..d7, dmin0..dmin7] dx, each row's pair of lanes given its d dx and dmin dx.
+        const __m512 dd = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g))),
+                                        _mm512_set1_ps(c.xa->d[8 * b]));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a), _mm512_permutexvar_ps(pair_d, dd), acc);
+        acc = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(bm), _mm512_permutexvar_ps(pair_m, dd), acc);
+    }
+
+    // y[r] = lane 2r + lane 2r + 1 (q4k_row_value's single add) for the group's 8 rows.
+    [[gnu::always_inline]] void finish(float* y) const {
+        const __m512i even = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 14, 12, 10, 8, 6, 4, 2, 0);
+        const __m512 e = _mm512_permutexvar_ps(even, acc);
+        const __m512 o = _mm512_permutexvar_ps(_mm512_add_epi32(even, _mm512_set1_epi32(1)), acc);
+        _mm256_storeu_ps(y, _mm512_castps512_ps256(_mm512_add_ps(e, o)));
+    }
+};
 
 // On CPUs that read several streams faster (cpu_prefers_row_streams), k_rows_x8_streams groups a
 // quarter of the call's rows apart take turns per super-block, as Q4_0x8r's (q40_r8_avx512.h). Xeon VM,
@@ -114,26 +125,8 @@ struct q4k_x8 {
 // 1.29-1.46x.
 void rows_x8(const uint8_t* w, int64_t rb, int64_t n_rows, int64_t cols, const void* xv, float* y) {
     const auto* xa = static_cast<const q8_act*>(xv);
-    const int16_t* sums = q4k_group_sums(xa->qs, cols);
-    const int64_t nb = cols / 256, groups = n_rows / k_rows_x8, gb = k_rows_x8 * rb;
-    constexpr int S = k_rows_x8_streams;
-    const int64_t per = cpu_prefers_row_streams() ? groups / S : 0;  // groups per stream
-    for (int64_t j = 0; j < per; ++j) {
-        __m512 acc[S];
-        SL_UNROLL
-        for (int i = 0; i < S; ++i) acc[i] = _mm512_setzero_ps();
-        for (int64_t b = 0; b < nb; ++b) {
-            SL_UNROLL
-            for (int i = 0; i < S; ++i) acc[i] = q4k_x8_step(w + (i * per + j) * gb, xa, sums, b, acc[i]);
-        }
-        SL_UNROLL
-        for (int i = 0; i < S; ++i) q4k_x8_finish(acc[i], y + (i * per + j) * k_rows_x8);
-    }
-    for (int64_t r0 = S * per * k_rows_x8; r0 < n_rows; r0 += k_rows_x8) {
-        __m512 acc = _mm512_setzero_ps();
-        for (int64_t b = 0; b < nb; ++b) acc = q4k_x8_step(w + r0 * rb, xa, sums, b, acc);
-        q4k_x8_finish(acc, y + r0);
-    }
+    const q4k_x8_group::ctx c{xa, q4k_group_sums(xa->qs, cols)};
+    rows_x8_groups<q4k_x8_group>(w, rb, n_rows, cols, c, y, cpu_prefers_row_streams());
 }
 
 }  // namespace

@@ -22,12 +22,17 @@
 #include <vector>
 
 #include "row_dots_avx512.h"
+#include "rows_x8_groups.h"
 
 namespace sl::kernels::detail {
 namespace {
 
 // One group of 8 rows: its accumulators and the two steps of its dot with x.
 struct q80_x8 {
+    struct ctx {
+        const q8_act* xa;
+        const int64_t* off;  // q80_offsets of x
+    };
     static constexpr int64_t group_bytes = k_rows_x8 * 272;
     __m512 acc[2][2][4];  // [(block / 2) % 2][block % 2][piece p]: lanes 2r + h
 
@@ -40,9 +45,10 @@ struct q80_x8 {
                 for (int p = 0; p < 4; ++p) acc[a][q][p] = _mm512_setzero_ps();
     }
 
-    // Super-block g (256 columns) of the group at `group`; off: q80_offsets of x. Prefetches the bytes 8 KiB
-    // further on into L2 as the row kernels do (dense_internal.h).
-    [[gnu::always_inline]] void step(const uint8_t* group, const q8_act* xa, const int64_t* off, int64_t g) {
+    // Super-block g (256 columns) of the group at `group`. Prefetches the bytes 8 KiB further on into L2
+    // as the row kernels do (dense_internal.h).
+    [[gnu::always_inline]] void step(const uint8_t* group, const ctx& c, int64_t g) {
+        const q8_act* xa = c.xa;
         const uint8_t* o = group + g * group_bytes;
         prefetch_span<group_bytes, pf_l2>(ahead<pf_l2>(o), 0);
         const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
@@ -51,7 +57,7 @@ struct q80_x8 {
         const __m512i pick1 = _mm512_add_epi32(pick0, _mm512_set1_epi32(8));
         const int8_t* xq = xa->qs + 256 * g;
         const float* dx = xa->d + 8 * g;
-        const int64_t* og = off + 32 * g;
+        const int64_t* og = c.off + 32 * g;
         SL_UNROLL
         for (int h = 0; h < 4; ++h) {  // blocks 2h, 2h + 1: lanes [block 2h: rows 0-7 | block 2h + 1]
             const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(o + 32 * h)));
@@ -110,14 +116,7 @@ const int64_t* q80_offsets(const int8_t* qs, int64_t cols) {
 // threads from DRAM, l1b shapes: one stream ahead of four in 19 of 24 rounds, by up to 9%).
 void rows_x8_q80(const uint8_t* w, int64_t rb, int64_t n_rows, int64_t cols, const void* xv, float* y) {
     const auto* xa = static_cast<const q8_act*>(xv);
-    const int64_t* off = q80_offsets(xa->qs, cols);
-    const int64_t ng = cols / 256;
-    for (int64_t r0 = 0; r0 < n_rows; r0 += k_rows_x8) {
-        q80_x8 st;
-        st.zero();
-        for (int64_t g = 0; g < ng; ++g) st.step(w + r0 * rb, xa, off, g);
-        st.finish(y + r0);
-    }
+    rows_x8_groups<q80_x8>(w, rb, n_rows, cols, q80_x8::ctx{xa, q80_offsets(xa->qs, cols)}, y, false);
 }
 
 }  // namespace
