@@ -1,5 +1,6 @@
 // fp16/bf16 conversions (exhaustive over 16-bit patterns, every rounding case) and Q8_0/Q4_0 codecs.
 #include <immintrin.h>
+#include <cpuid.h>
 
 #include <algorithm>
 #include <cmath>
@@ -87,7 +88,11 @@ uint16_t reference_bf16(float f) {
 
 __attribute__((target("f16c"))) uint16_t hw_fp16(float f) { return _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT); }
 __attribute__((target("f16c"))) float hw_fp32(uint16_t h) { return _cvtsh_ss(h); }
-bool have_f16c() { return __builtin_cpu_supports("f16c"); }
+// CPUID leaf 1, ECX bit 29 (clang 14's __builtin_cpu_supports does not know "f16c").
+bool have_f16c() {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __get_cpuid(1, &a, &b, &c, &d) != 0 && (c >> 29 & 1u) != 0;
+}
 
 // Floats covering every rounding case of a target keeping the top `keep_bits` bits: every prefix
 // with the dropped bits at 0, 1, just below/at/above halfway, all ones and one random pattern.
