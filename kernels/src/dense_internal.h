@@ -54,6 +54,25 @@ template <int Bytes, int Mode = pf_l1>
     }
 }
 
+// Part `part` (0 <= part < Parts) of prefetch_span<Bytes, Mode>(pf, 0): its lines cut into Parts nearly
+// equal runs, so a step of several inner iterations issues one run per iteration instead of all its lines
+// at once. The regrouped rows (Q4_0x8r, Q8_0x8r, Q4_Kx8r) issued each 1-2 KiB step's 18-34 prefetches
+// in one burst; on a Zen 5 (EPYC, 2 threads, 1 GB of Q4_0x8r copies, one process alternating) that read
+// 37-49 GB/s against 52-63 spread over the step's 8 blocks, and the plain Q4_0 rows, which prefetch once
+// per 18-byte block, read 50-55: the regrouping decoded slower than the rows (stop 42, docs/results.md).
+template <int Bytes, int Parts, int Mode = pf_l1>
+[[gnu::always_inline]] inline void prefetch_part(const uint8_t* pf, int part) {
+    constexpr int lines = (Bytes + 63) / 64;
+#pragma GCC unroll 8
+    for (int l = lines * part / Parts; l < lines * (part + 1) / Parts; ++l) {
+        if constexpr (Mode == pf_l2) {
+            _mm_prefetch(reinterpret_cast<const char*>(pf + 64 * l), _MM_HINT_T1);
+        } else {
+            _mm_prefetch(reinterpret_cast<const char*>(pf + 64 * l), _MM_HINT_T0);
+        }
+    }
+}
+
 }  // namespace
 
 // Activations quantized for the integer dot products of Q8_0/Q4_0 weights: blocks of 32 int8

@@ -36,10 +36,10 @@ struct q40_x8 {
     }
 
     // Super-block g (256 columns) of the group at `group`, prefetching the bytes 8 KiB further on into L2
-    // as the row kernels do (dense_internal.h).
+    // as the row kernels do (dense_internal.h), an eighth per block (prefetch_part).
     [[gnu::always_inline]] void step(const uint8_t* group, const q8_act* xa, int64_t g) {
         const uint8_t* o = group + g * group_bytes;
-        prefetch_span<group_bytes, pf_l2>(ahead<pf_l2>(o), 0);
+        const uint8_t* pf = ahead<pf_l2>(o);
         const __m512i m4 = _mm512_set1_epi8(0x0f);
         // Lane 2r + e <- row r's d_w d_x of the first / second block of a pair (lanes r / 8 + r of dd).
         const __m512i pick0 = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
@@ -59,6 +59,7 @@ struct q40_x8 {
                 const int k = 2 * h + e;
                 const __m512 sc = _mm512_permutexvar_ps(e ? pick1 : pick0, dd);
                 const uint8_t* q = o + 128 + 128 * k;
+                prefetch_part<group_bytes, 8, pf_l2>(pf, k);
                 int64_t xw[4];  // x bytes 0-7, 8-15, 16-23, 24-31 of the block
                 std::memcpy(xw, xq + 32 * k, 32);
                 __m512i lanes[2];

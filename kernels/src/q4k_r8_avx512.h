@@ -86,14 +86,18 @@ struct q4k_x8_group {
         const __m512i pair_d = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
         const __m512i pair_m = _mm512_add_epi32(pair_d, _mm512_set1_epi32(8));
         const uint8_t* g = group + b * q4k_x8::group_bytes;
-        prefetch_span<q4k_x8::group_bytes, pf_l2>(ahead<pf_l2>(g), 0);
+        const uint8_t* pf = ahead<pf_l2>(g);  // a quarter of the prefetch per pair of groups (prefetch_part)
         const int8_t* xq = c.xa->qs + 256 * b;
         __m512i sc_lo, sc_hi, m_lo, m_hi;
         q4k_x8::scales(g, sc_lo, sc_hi, m_lo, m_hi);
         __m512i a = _mm512_setzero_si512();
+        prefetch_part<q4k_x8::group_bytes, 4, pf_l2>(pf, 0);
         a = q4k_x8::groups<0>(g, xq, sc_lo, a);
+        prefetch_part<q4k_x8::group_bytes, 4, pf_l2>(pf, 1);
         a = q4k_x8::groups<1>(g, xq, sc_lo, a);
+        prefetch_part<q4k_x8::group_bytes, 4, pf_l2>(pf, 2);
         a = q4k_x8::groups<2>(g, xq, sc_hi, a);
+        prefetch_part<q4k_x8::group_bytes, 4, pf_l2>(pf, 3);
         a = q4k_x8::groups<3>(g, xq, sc_hi, a);
         // Minima: lane 2r: m0 S0 + m1 S1 + m4 S4 + m5 S5, lane 2r + 1: groups 2, 3, 6, 7 (q4k_step's order
         // is irrelevant: exact integers).

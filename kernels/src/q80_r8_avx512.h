@@ -46,11 +46,11 @@ struct q80_x8 {
     }
 
     // Super-block g (256 columns) of the group at `group`. Prefetches the bytes 8 KiB further on into L2
-    // as the row kernels do (dense_internal.h).
+    // as the row kernels do (dense_internal.h), an eighth per block (prefetch_part).
     [[gnu::always_inline]] void step(const uint8_t* group, const ctx& c, int64_t g) {
         const q8_act* xa = c.xa;
         const uint8_t* o = group + g * group_bytes;
-        prefetch_span<group_bytes, pf_l2>(ahead<pf_l2>(o), 0);
+        const uint8_t* pf = ahead<pf_l2>(o);
         const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
         // Lane 2r + h <- row r's d_w d_x of the first / second block of a pair (lanes r / 8 + r of dd).
         const __m512i pick0 = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
@@ -68,6 +68,7 @@ struct q80_x8 {
                 const int k = 2 * h + e, a = h & 1;
                 const __m512 sc = _mm512_permutexvar_ps(e ? pick1 : pick0, dd);
                 const uint8_t* w = o + 128 + 256 * k;
+                prefetch_part<group_bytes, 8, pf_l2>(pf, k);
                 SL_UNROLL
                 for (int p = 0; p < 4; ++p) {  // exact: 4 products of |.| <= 255 * 128, minus the offset
                     int64_t xw;
