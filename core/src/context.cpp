@@ -16,6 +16,15 @@ namespace sl {
 
 context_params context_default_params() { return {}; }
 
+bool regroups_rows(context_params::regroup r, dtype t) {
+    switch (r) {
+        case context_params::regroup::off: return false;
+        case context_params::regroup::faster: return kernels::rows_x8_faster(t);
+        case context_params::regroup::all: return kernels::rows_x8_native(t);
+    }
+    return false;
+}
+
 namespace {
 
 // y[n, w.rows] = x[n, w.cols] W^T; GEMV for a single token so decode takes the bandwidth-bound path.

@@ -168,7 +168,7 @@ void context::prepare() {
     // Elsewhere than on the kernel's CPUs a copy would only add the copy back (gemv's fallback).
     auto wanted = [&](size_t l, int p) {
         const tensor_view& w = view(l, p);
-        return m_regroup_rows && kernels::rows_x8_native(w.type) && w.rows > 0 && w.rows % k_rows_x8 == 0 &&
+        return regroups_rows(m_regroup_rows, w.type) && w.rows > 0 && w.rows % k_rows_x8 == 0 &&
                w.cols % qk_k == 0 && !(m_rows_read[l] >> p & 1u);
     };
     const weight_storage* ws = m_model->storage.get();

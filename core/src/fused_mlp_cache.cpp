@@ -30,12 +30,12 @@ bool fused_bundles_keep_types(const model& m) {
 }
 
 differential_bundle_cache::differential_bundle_cache(const layer_weights& lw, const tensor_view& down_t, int64_t dim,
-                                                     int64_t hidden, bool split, bool regroup)
+                                                     int64_t hidden, bool split, context_params::regroup regroup)
     : m_lw(&lw),
       m_hidden(hidden),
       m_down_t(down_t),
       m_split(split),
-      m_x8(split && regroup && kernels::rows_x8_native(lw.w_gate.type) && dim % qk_k == 0) {
+      m_x8(split && regroups_rows(regroup, lw.w_gate.type) && dim % qk_k == 0) {
     assert(lw.w_gate.rows == hidden && lw.w_gate.cols == dim && down_t.rows == hidden && down_t.cols == dim);
     assert(bundles_are_copies(lw, dim) && "set_method builds caches only where fused_bundles_keep_types");
     m_view.type = lw.w_gate.type;
@@ -233,7 +233,7 @@ void differential_bundle_cache::run_split(const float* x, float* y, int n_thread
 }
 
 fused_mlp_state::fused_mlp_state(const model& m, const std::vector<tensor_view>& down_t, int n_threads, bool split,
-                                 bool regroup) {
+                                 context_params::regroup regroup) {
     assert(down_t.size() == m.layers.size());
     layers.reserve(m.layers.size());
     for (size_t l = 0; l < m.layers.size(); ++l)
@@ -242,7 +242,7 @@ fused_mlp_state::fused_mlp_state(const model& m, const std::vector<tensor_view>&
 }
 
 std::shared_ptr<fused_mlp_state> make_fused_state(const model& m, const std::vector<tensor_view>& down_t,
-                                                  int n_threads, bool split, bool regroup) {
+                                                  int n_threads, bool split, context_params::regroup regroup) {
     return std::make_shared<fused_mlp_state>(m, down_t, n_threads, split, regroup);
 }
 

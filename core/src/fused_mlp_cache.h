@@ -32,14 +32,14 @@ namespace sl {
 // but gate and up read as two long streams that the hardware prefetchers follow. The fused kernel's
 // per-32-neuron interleave of 64 row dots and a down chunk read GRIFFIN's sequential buffer at 25.9 GB/s
 // where dense's MLP ran at 34.5 (llama-1b Q4_0). With `regroup` (context_params::regroup_rows) and a
-// CPU with the regrouped kernels (kernels::rows_x8_native), the split gate and up parts of Q4_K / Q4_0 /
+// CPU where that pays (regroups_rows), the split gate and up parts of Q4_K / Q4_0 /
 // Q8_0 rows hold their slots' rows in the regrouped form (Q4_Kx8r...), 8 slots to a group (the last capacity % 8 slots
 // stay rows), as dense's own matrices are held (context::prepare): the same bits per row.
 class differential_bundle_cache {
 public:
     // down_t: the layer's down projection input-major ([hidden, dim]); it must outlive the cache.
     differential_bundle_cache(const layer_weights& lw, const tensor_view& down_t, int64_t dim, int64_t hidden,
-                              bool split = false, bool regroup = false);
+                              bool split = false, context_params::regroup regroup = context_params::regroup::off);
 
     // Makes the buffer hold exactly `active` (sorted, unique, in [0, hidden)). Statistics go to `stats`.
     // Large copies run on n_threads.
@@ -97,7 +97,7 @@ bool fused_bundles_keep_types(const model& m);
 struct fused_mlp_state {
     // down_t[l]: layer l's input-major down layout (owned by the context). split, regroup: the caches'.
     fused_mlp_state(const model& m, const std::vector<tensor_view>& down_t, int n_threads, bool split,
-                    bool regroup);
+                    context_params::regroup regroup);
 
     std::vector<differential_bundle_cache> layers;
     std::vector<float> scratch;
@@ -105,6 +105,6 @@ struct fused_mlp_state {
 };
 
 std::shared_ptr<fused_mlp_state> make_fused_state(const model& m, const std::vector<tensor_view>& down_t, int n_threads,
-                                                  bool split, bool regroup);
+                                                  bool split, context_params::regroup regroup);
 
 }  // namespace sl

@@ -180,6 +180,10 @@ bool rows_x8_native(dtype t) {
     return form != t && detail::active_table().rows[static_cast<int>(form)] != nullptr;
 }
 
+bool rows_x8_faster(dtype t) {
+    return rows_x8_native(t) && (t == dtype::q4_k || detail::cpu_prefers_row_streams());
+}
+
 tensor_view to_rows_x8(const tensor_view& w, uint8_t* dst) {
     assert(dtype_is_rows_x8(dtype_rows_x8_form(w.type)) && w.rows % k_rows_x8 == 0 &&
            "the regrouped forms hold Q4_K / Q4_0 / Q8_0 rows in groups of 8");

@@ -545,7 +545,7 @@ TEST(FusedMlp, RegroupedExpertsEqualRows) {
         sl::context_params cp = sl::context_default_params();
         cp.n_threads = 2;
         cp.n_ctx = 32;
-        cp.regroup_rows = regroup;
+        cp.regroup_rows = regroup ? sl::context_params::regroup::all : sl::context_params::regroup::off;
         auto ctx = sl::context::create(*m, cp);
         ASSERT_TRUE(ctx.ok());
         ctx->set_method(meth->get());

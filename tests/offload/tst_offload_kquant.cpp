@@ -189,7 +189,7 @@ TEST(OffloadKQuant, DenseRowsX8KeepBitsAndMemory) {
     auto run = [&](bool regroup, const std::string& method_name) {
         context_params cp = context_default_params();
         cp.n_ctx = 64;
-        cp.regroup_rows = regroup;
+        cp.regroup_rows = regroup ? sl::context_params::regroup::all : sl::context_params::regroup::off;
         context ctx = context::create(f.m, cp).value();
         std::unique_ptr<sparsity_method> meth;
         if (method_name != "none") {

@@ -28,12 +28,19 @@ struct context_params {
     // alternates the two), whose matrices must stay where they were loaded (not come back from the file).
     bool keep_replaced = false;
     // Regroup the Q4_K, Q4_0 and Q8_0 matrices the context reads only whole 8 rows at a time (Q4_Kx8r,
-    // Q4_0x8r, Q8_0x8r: the dense kernels' faster layouts) where the CPU has the kernel for it. Off: they
-    // are read as the file's rows (the same bits either way; `bench --no-regroup` measures what it buys).
-    bool regroup_rows = true;
+    // Q4_0x8r, Q8_0x8r: the dense kernels' layouts of 8 rows) — faster: where it pays on this CPU
+    // (kernels::rows_x8_faster); all: wherever the CPU has the kernel for it (kernels::rows_x8_native; the
+    // tests of the regrouped paths); off: they are read as the file's rows. The same bits in every mode;
+    // `bench --no-regroup` measures what regrouping buys.
+    enum class regroup { off, faster, all };
+    regroup regroup_rows = regroup::faster;
 };
 
 context_params context_default_params();
+
+// Whether a context of regroup mode r regroups the matrices of type t (context_params::regroup_rows) on this
+// CPU; whether a given matrix is regrouped also depends on its shape and on how the context reads it.
+bool regroups_rows(context_params::regroup r, dtype t);
 
 // What the fused sparse MLP's differential cache did for a method with method_traits::fused, summed
 // over layers and tokens since set_method(). A token's active set is compared with the previous fused
@@ -277,7 +284,7 @@ private:
     int32_t m_threads = 0;
     int32_t m_batch = 0;
     bool m_keep_replaced = false;  // context_params::keep_replaced
-    bool m_regroup_rows = true;    // context_params::regroup_rows
+    context_params::regroup m_regroup_rows = context_params::regroup::faster;
 
     std::vector<float> m_k_cache, m_v_cache;  // [n_layers][n_ctx][kv_dim]
     std::vector<float> m_rope_cos, m_rope_sin;  // [n_ctx][rope_dim / 2]

@@ -31,6 +31,13 @@ owned_matrix to_input_major(const tensor_view& w, dtype type);
 // view by copying each group of 8 rows back first: the same bits, but slower than the rows. False for
 // other types.
 bool rows_x8_native(dtype t);
+// Whether regrouping t pays on this CPU (what the engine regroups by default): rows_x8_native, and for Q4_0
+// and Q8_0 only on Intel CPUs (the vendor switch of the row streams, cpu_prefers_row_streams). Q4_0x8r and
+// Q8_0x8r were measured on a Xeon (stops 39-40: ahead of the rows or even); on a Zen 5 (stop 42, EPYC, 2
+// threads, whole-model decode against `bench --no-regroup`, alternating x3) they decoded 10-17% (Q4_0) and
+// 11-24% (Q8_0) slower than the rows, whose kernels read its memory faster. Q4_Kx8r (built and measured
+// faster on a Zen 4, stop 36) stays on for every CPU with the kernel.
+bool rows_x8_faster(dtype t);
 // w (Q4_K, Q4_0 or Q8_0, rows a multiple of 8, cols of 256) as Q4_Kx8r / Q4_0x8r / Q8_0x8r: the same bytes
 // regrouped.
 // gemv, gemv_multi and gemm on the copy give every row the bits they give it on w.
