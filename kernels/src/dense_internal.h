@@ -59,11 +59,11 @@ template <int Bytes, int Mode = pf_l1>
 // at once. The regrouped rows (Q4_0x8r, Q8_0x8r, Q4_Kx8r) issued each 1-2 KiB step's 18-34 prefetches
 // in one burst; on a Zen 5 (EPYC, 2 threads, 1 GB of Q4_0x8r copies, one process alternating) that read
 // 37-49 GB/s against 52-63 spread over the step's 8 blocks, and the plain Q4_0 rows, which prefetch once
-// per 18-byte block, read 50-55: the regrouping decoded slower than the rows (stop 42, docs/results.md).
+// per 18-byte block, read 50-55 (stop 42, docs/results.md; whole-model decode there stayed faster on the
+// Q4_0 and Q8_0 rows even so: kernels::rows_x8_faster).
 template <int Bytes, int Parts, int Mode = pf_l1>
 [[gnu::always_inline]] inline void prefetch_part(const uint8_t* pf, int part) {
     constexpr int lines = (Bytes + 63) / 64;
-#pragma GCC unroll 8
     for (int l = lines * part / Parts; l < lines * (part + 1) / Parts; ++l) {
         if constexpr (Mode == pf_l2) {
             _mm_prefetch(reinterpret_cast<const char*>(pf + 64 * l), _MM_HINT_T1);
