@@ -58,9 +58,9 @@ template <int Bytes, int Mode = pf_l1>
 // equal runs, so a step of several inner iterations issues one run per iteration instead of all its lines
 // at once. The regrouped rows (Q4_0x8r, Q8_0x8r, Q4_Kx8r) issued each 1-2 KiB step's 18-34 prefetches
 // in one burst; on a Zen 5 (EPYC, 2 threads, 1 GB of Q4_0x8r copies, one process alternating) that read
-// 37-49 GB/s against 52-63 spread over the step's 8 blocks, and the plain Q4_0 rows, which prefetch once
-// per 18-byte block, read 50-55 (stop 42, docs/results.md; whole-model decode there stayed faster on the
-// Q4_0 and Q8_0 rows even so: kernels::rows_x8_faster).
+// 45-49 GB/s against 52-63 (5 of 6 rounds) spread over the step's 8 blocks, and the plain Q4_0 rows, which
+// prefetch once per 18-byte block, read 49-55 (stop 42, docs/results.md; whole-model decode there was
+// still faster on the Q4_0 and Q8_0 rows: kernels::rows_x8_faster).
 template <int Bytes, int Parts, int Mode = pf_l1>
 [[gnu::always_inline]] inline void prefetch_part(const uint8_t* pf, int part) {
     constexpr int lines = (Bytes + 63) / 64;
