@@ -37,9 +37,9 @@ struct bench_opts {
     double membw_gib = 1.0;
     bool json = false;
     bool stages = false;  // --stages: decode time per stage of the forward pass
-    bool no_regroup = false;      // --no-regroup: context_params::regroup_rows off
+    bool no_regroup = false;         // --no-regroup: context_params::regroup_rows off
     std::string regroup = "faster";  // --regroup: faster|all|off (context_params::regroup)
-    bool no_amx = false;      // --no-amx: kernels::set_amx_enabled(false)
+    bool no_amx = false;             // --no-amx: kernels::set_amx_enabled(false)
 };
 
 // Resident set size now (Linux /proc/self/statm; 0 elsewhere) and its peak (getrusage, KiB on Linux).

@@ -218,6 +218,27 @@ TEST(gemv_multi, equals_separate_gemv_calls) {
     }
 }
 
+// What the engine regroups by default (rows_x8_faster) is a subset of what has a kernel (rows_x8_native),
+// on every ISA: Q4_K wherever it has one, Q4_0 and Q8_0 either on both or on neither (one vendor rule),
+// and no other type.
+TEST(rows_x8, faster_types_have_kernels) {
+    isa_guard guard;
+    for (const kernels::isa i : {kernels::isa::scalar, kernels::isa::avx2, kernels::isa::avx512}) {
+        if (kernels::set_active_isa(i) != i) continue;
+        for (int t = 0; t < n_dtypes; ++t) {
+            const auto d = static_cast<dtype>(t);
+            if (kernels::rows_x8_faster(d)) {
+                EXPECT_TRUE(kernels::rows_x8_native(d)) << dtype_info(d).name;
+            }
+            if (dtype_rows_x8_form(d) == d) {
+                EXPECT_FALSE(kernels::rows_x8_native(d)) << dtype_info(d).name;
+            }
+        }
+        EXPECT_EQ(kernels::rows_x8_faster(dtype::q4_k), kernels::rows_x8_native(dtype::q4_k)) << kernels::isa_name(i);
+        EXPECT_EQ(kernels::rows_x8_faster(dtype::q4_0), kernels::rows_x8_faster(dtype::q8_0)) << kernels::isa_name(i);
+    }
+}
+
 // Q4_Kx8r / Q4_0x8r / Q8_0x8r (Q4_K / Q4_0 / Q8_0 rows interleaved 8 at a time for the dense kernels)
 // give every row the bits the rows give it: gemv and gemm against the same matrix row-major, on every ISA
 // (the AVX-512 VNNI kernels of their own, the copy back to rows elsewhere), with 1-3 threads, and inside
