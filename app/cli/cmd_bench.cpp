@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <random>
@@ -37,8 +38,7 @@ struct bench_opts {
     double membw_gib = 1.0;
     bool json = false;
     bool stages = false;  // --stages: decode time per stage of the forward pass
-    bool no_regroup = false;         // --no-regroup: context_params::regroup_rows off
-    std::string regroup = "faster";  // --regroup: faster|all|off (context_params::regroup)
+    context_params::regroup regroup = context_params::regroup::faster;  // --regroup, --no-regroup
     bool no_amx = false;             // --no-amx: kernels::set_amx_enabled(false)
 };
 
@@ -381,9 +381,7 @@ int run_bench(const bench_opts& o) {
         cp.n_threads = threads;
         cp.n_ctx = std::min(m->hp.seq_len, o.prompt_len + o.gen);
         cp.n_batch = std::max(1, o.prompt_len);
-        cp.regroup_rows = o.no_regroup || o.regroup == "off" ? context_params::regroup::off
-                          : o.regroup == "all"                ? context_params::regroup::all
-                                                              : context_params::regroup::faster;
+        cp.regroup_rows = o.regroup;
         if (o.prompt_len + o.gen > m->hp.seq_len) throw cli_error("bench: prompt + gen exceeds the model's context");
 
         std::mt19937 rng(1234);
@@ -523,13 +521,18 @@ void register_bench(CLI::App& app, command_fn& run) {
     c->add_flag("--stages", o->stages,
                 "Also time each stage of the decode (q/k/v, attention, MLP parts, selection, logits): ms/token, GB/s, "
                 "and per stage what the method would take at dense's GB/s");
-    c->add_flag("--no-regroup", o->no_regroup,
-                "Read Q4_K, Q4_0 and Q8_0 matrices as the file's rows, not regrouped 8 rows at a time (what the "
-                "regrouping buys; the same results); the same as --regroup off");
+    c->add_flag_callback(
+        "--no-regroup", [o] { o->regroup = context_params::regroup::off; },
+        "Read Q4_K, Q4_0 and Q8_0 matrices as the file's rows, not regrouped 8 rows at a time (what the regrouping "
+        "buys; the same results); the same as --regroup off");
+    const std::map<std::string, context_params::regroup> regroup_modes{
+        {"faster", context_params::regroup::faster}, {"all", context_params::regroup::all},
+        {"off", context_params::regroup::off}};
     c->add_option("--regroup", o->regroup,
                   "Which matrices are regrouped 8 rows at a time: faster (default: the types where that pays on this "
                   "CPU), all (every type this CPU has a regrouped kernel for), off")
-        ->check(CLI::IsMember({"faster", "all", "off"}));
+        ->transform(CLI::CheckedTransformer(regroup_modes).description(""))
+        ->type_name("faster|all|off");
     c->add_flag("--no-amx", o->no_amx,
                 "Prefill without the AMX tiles on CPUs that have them (the AVX-512 VNNI kernel; the same results)");
     // `bench kernels` sets `run` itself; CLI11 runs this parent callback after it, so leave it alone then.

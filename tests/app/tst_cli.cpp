@@ -219,6 +219,7 @@ TEST(Cli, ErrorsAreOneLineWithExitCode2) {
                                    "generate " + q("text/tinystories_sample.txt") + " --steps 4",
                                    "generate " + q("models/stories260K_f32.bin") + " --tokenizer " +
                                        q("models/stories260K_f32.bin") + " --steps 4",
+                                   "bench " + q("models/stories260K_f32.bin") + " --regroup sometimes",
                                    std::string("info")}) {
         const run_result r = run_cli(args);
         EXPECT_EQ(r.code, 2) << args;
