@@ -304,7 +304,7 @@ void chunk_run(float* acc, int n_rows, const uint8_t* const* rows, const float* 
     for (int i = 0; i < 4 * ng; ++i) r[i] = rows[i < n_rows ? i : 0];  // padding rows get k = 0
     const int64_t nb = n / 32;
     // The next chunk's rows go to L2 while this one is consumed (paced_prefetch), over nb blocks.
-    paced_prefetch<false> prefetch(pf, n_pf, nb * V::bytes, nb);
+    paced_prefetch prefetch(pf, n_pf, nb * V::bytes, nb);
     coef_step t;
     if constexpr (V::pairs) {
         assert(nb % k_step == 0);  // the x8 forms' segments are whole groups (sparse_internal.h)

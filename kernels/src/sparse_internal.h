@@ -98,26 +98,26 @@ using chunk_fn = void (*)(float* acc, bool init, int n_rows, const uint8_t* cons
                           const uint8_t* const* pf, int n_pf);
 
 // The chunk kernels' prefetch of the next chunk's rows (n_pf rows of row_bytes, read while this chunk's
-// n_steps output steps compute): into L2, paced evenly over the steps, at most k_prefetch_lines in all.
-// Two orders:
-// - Across (the AVX-512 VNNI chunks): as the next chunk reads them, line l of every row before line l + 1
-//   of any (each step of a chunk reads the same offset of all its rows). Row after row, the last rows'
-//   first lines were prefetched at the end of a chunk and waited for at the start of the next.
-//   Alternating builds, share of the ideal at 50% (docs/results.md, stop 29): DIP on llama-1b Q4_0
-//   70.5 -> 74.3 / 70.5 -> 72.1%, Q8_0 83.5 -> 84.5 / 80.2 -> 83.8, on the Llama-3-8B shape Q4_0
-//   82.6 -> 85.9 / 82.8 -> 87.1; TEAL Q8_0 77.5 -> 78.9 / 77.4 -> 80.1; GRIFFIN alike (5 pairs each
-//   on Q4_0 and Q8_0); DIP on Q4_K_M 75.0 -> 74.8 / 73.6 -> 69.9.
-// - row after row (sequential runs for DRAM), a walking pointer (the AVX2 chunks: across rows, DIP on
-//   Q8_0 through them lost 0.1-6.7 points in 5 of 5 pairs on this Zen 4; no AVX2-only CPU to measure).
+// n_steps output steps compute): into L2, paced evenly over the steps, at most k_prefetch_lines in all,
+// row after row (sequential runs for DRAM) with a walking pointer.
+// - The AVX-512 VNNI chunks went across the rows until stop 43 (line l of every row before line l + 1 of
+//   any, as the next chunk reads them): on stop 29's Zen 4 that was 1-4 points of DIP's and TEAL's ideal
+//   ahead, because row after row the last rows' first lines came late. On stop 43's Zen 5 the order
+//   reversed: in one process, 2 threads, llama-1b's gate and up as Q4_0x8 (50% of 2048 rows of 3168
+//   bytes, 22 layers, medians of 15), row after row read 21.7 -> 24.2 / 19.8 -> 21.6 / 25.3 -> 28.2 GB/s,
+//   Q8_0x8 27.3 -> 30.6 / 25.2 -> 30.6; plain reads of 16 such rows side by side agreed (18.8 -> 22.6,
+//   18.4 -> 23.1 GB/s).
+// - The AVX2 chunks: across rows, DIP on Q8_0 through them lost 0.1-6.7 points in 5 of 5 pairs on the
+//   Zen 4; no AVX2-only CPU to measure.
 // Per line one prefetch and an add and a compare (+ a pointer load across rows): a (row, line) multiply
-// per line cost 7-8% of the whole chunk with the rows in cache (2048x8192 Q4_0, AVX2, stop 20).
+// per line cost 7-8% of the whole chunk with the rows in cache (2048x8192 Q4_0, AVX2, stop 20). Runs of
+// 4 lines per pointer update were 15% faster from cache but 8-12% slower from memory (stop 43).
 // When the fused MLP passed the next 32 whole bundles, 1.4 MiB for Q8_0 at dim 14336 overflowed L2
 // (1 MiB here) before they were read (1.4 -> 2.0x d*dense); it now passes their down columns only.
 // DIP at 50% on llama-1b Q4_0, Zen 4 (stop 26): all lines within the first half of the steps 63-68% of
 // its ideal (against 79-83% paced); T0 50%; no prefetch 40-42%.
 namespace {  // internal linkage: each ISA's chunk file keeps its own copy
 
-template <bool Across>
 class paced_prefetch {
 public:
     static constexpr int64_t k_prefetch_lines = (256 << 10) / 64;  // a quarter of L2 ahead at most
@@ -134,19 +134,11 @@ public:
         const int64_t q = std::min(m_per_step, m_left);
         m_left -= q;
         for (int64_t i = 0; i < q; ++i) {
-            if constexpr (Across) {
-                _mm_prefetch(reinterpret_cast<const char*>(m_pf[m_i] + m_off), _MM_HINT_T1);
-                if (++m_i == m_n) {
-                    m_i = 0;
-                    m_off += 64;
-                }
-            } else {
-                _mm_prefetch(reinterpret_cast<const char*>(m_p), _MM_HINT_T1);
-                m_p += 64;
-                if (m_p == m_end && ++m_i < m_n) {
-                    m_p = m_pf[m_i];
-                    m_end = m_p + m_row_lines * 64;
-                }
+            _mm_prefetch(reinterpret_cast<const char*>(m_p), _MM_HINT_T1);
+            m_p += 64;
+            if (m_p == m_end && ++m_i < m_n) {
+                m_p = m_pf[m_i];
+                m_end = m_p + m_row_lines * 64;
             }
         }
     }
@@ -154,7 +146,7 @@ public:
 private:
     const uint8_t* const* m_pf;
     int m_n, m_i = 0;
-    int64_t m_row_lines, m_left = 0, m_per_step = 0, m_off = 0;
+    int64_t m_row_lines, m_left = 0, m_per_step = 0;
     const uint8_t *m_p = nullptr, *m_end = nullptr;
 };
 

@@ -286,13 +286,13 @@ inline void store_block(float* out, bool init, float scale, __m512i lo, __m512i 
 // (256 x 2048): 25.8 -> 28.9 GB/s, 30.8 with the high nibbles dotted in place (AVX2: 24.7).
 // K: blocks per coefficient step (16 where nb allows: coefs16).
 template <typename V, int K>
-void chunk_quads(float* acc, bool init, int ng, const uint8_t* const* r, const float* s, int n_rows, int64_t nb,
-                 paced_prefetch<true>& prefetch) {
+void chunk_quads(float* acc, bool init, int ng, const uint8_t* const* r, const float* s, int n_rows, int64_t b0,
+                 int64_t nb, paced_prefetch& prefetch) {
     coef_step<K> t;
     const __m512i lane_of = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
     const __m512i m = _mm512_set1_epi8(0x0f);
-    for (int64_t b = 0; b < nb; b += 4) {
-        const int te = static_cast<int>(b % K);
+    for (int64_t b = b0; b < nb; b += 4) {
+        const int te = static_cast<int>((b - b0) % K);
         if (te == 0) coefs_step<V, K>(t, r, s, n_rows, b);
         for (int j = 0; j < 4; ++j) prefetch.step();
         const __m512i st = _mm512_permutexvar_epi32(
@@ -347,23 +347,24 @@ void chunk_quads(float* acc, bool init, int ng, const uint8_t* const* r, const f
 
 // One block of 32 outputs per step (get()), coefficients K blocks at a time.
 template <typename V, int K>
-void chunk_blocks(float* acc, bool init, int ng, const uint8_t* const* r, const float* s, int n_rows, int64_t nb,
-                  paced_prefetch<true>& prefetch) {
+void chunk_blocks(float* acc, bool init, int ng, const uint8_t* const* r, const float* s, int n_rows, int64_t b0,
+                  int64_t nb, paced_prefetch& prefetch) {
     constexpr bool q8 = V::zero == 128;
     const __m512i perm_a = load_perm(q8 ? k_q8_lo : k_q4_perm);
     const __m512i perm_b = load_perm(k_q8_hi);
     coef_step<K> t;
-    for (int64_t b = 0; b < nb; ++b) {
+    for (int64_t b = b0; b < nb; ++b) {
         // Coefficients K blocks at a time, just before their blocks, so the scales' cache misses overlap
         // the dots (a pass over 128 blocks' scales first ran DIP and TEAL end to end ~10 points of
         // their ideal slower on the x8 forms, whose scales sit in every group's head line).
-        const bool whole = nb - b / K * K >= K;  // b is in a whole step of K blocks
+        const int64_t e = b - b0;
+        const bool whole = nb - b0 - e / K * K >= K;  // b is in a whole step of K blocks
         if (!whole) {  // the last nb % 8 blocks (never in the x8 forms), each as entry 0
             coefs_one_block<V::zero>(t, 0, r, s, n_rows, V::scale_off(b));
-        } else if (b % K == 0) {
+        } else if (e % K == 0) {
             coefs_step<V, K>(t, r, s, n_rows, b);
         }
-        const int te = whole ? static_cast<int>(b % K) : 0;
+        const int te = whole ? static_cast<int>(e % K) : 0;
         prefetch.step();
         __m512i a0 = _mm512_set1_epi32(t.start[te]), a1 = a0;
         for (int g = 0; g < ng; ++g) {
@@ -387,21 +388,24 @@ void chunk(float* acc, bool init, int n_rows, const uint8_t* const* rows, const 
     // The next chunk's rows go to L2 while this one is consumed (paced_prefetch). L2, not L1: a chunk's
     // rows (up to 32 x 4 KiB) do not fit L1 next to the current ones; T1 beat T0/T2/none (d = 1,
     // 4096x14336 Q4_0, one thread: 2.3 / ~3.5 / 3.1 / ~4 ms).
-    paced_prefetch<true> prefetch(pf, n_pf, nb * V::bytes, nb);
-    // Coefficients of 16 blocks per pass where the rows are x8 groups in whole pairs (coefs16). Q4_0x8
-    // input-sparse, 4096x14336, 2 threads, builds alternating x3: 12.9-14.8 -> 14.9-18.2 GB/s.
-    const bool by16 = V::x8 && nb % 16 == 0;
+    paced_prefetch prefetch(pf, n_pf, nb * V::bytes, nb);
+    // Coefficients of 16 blocks per pass over the x8 rows' whole pairs of groups (coefs16), 8 for an odd
+    // last group. Q4_0x8 input-sparse, 4096x14336, 2 threads, builds alternating x3: 12.9-14.8 -> 14.9-18.2
+    // GB/s. Panels of an odd number of groups (a 5632-output row is two of 11, llama-1b's gate and up
+    // under DIP) ran all of theirs 8 at a time until stop 43: 16 for all but the last lifted the Q4_0x8
+    // chunk from cache 22.6 -> 27.3 GB/s (one thread, 16 rows x 2816 outputs, /tmp harness).
+    const int64_t nb16 = V::x8 ? nb / 16 * 16 : 0;
     if constexpr (V::quads) {  // nb: whole groups of 8 (x8 form)
-        if (by16)
-            chunk_quads<V, 16>(acc, init, ng, r, s, n_rows, nb, prefetch);
-        else
-            chunk_quads<V, k_step>(acc, init, ng, r, s, n_rows, nb, prefetch);
+        if (nb16 > 0) chunk_quads<V, 16>(acc, init, ng, r, s, n_rows, 0, nb16, prefetch);
+        if (nb16 < nb) chunk_quads<V, k_step>(acc, init, ng, r, s, n_rows, nb16, nb, prefetch);
         return;
     }
     if constexpr (V::x8) {
-        if (by16) return chunk_blocks<V, 16>(acc, init, ng, r, s, n_rows, nb, prefetch);
+        if (nb16 > 0) chunk_blocks<V, 16>(acc, init, ng, r, s, n_rows, 0, nb16, prefetch);
+        if (nb16 < nb) chunk_blocks<V, k_step>(acc, init, ng, r, s, n_rows, nb16, nb, prefetch);
+        return;
     }
-    chunk_blocks<V, k_step>(acc, init, ng, r, s, n_rows, nb, prefetch);
+    chunk_blocks<V, k_step>(acc, init, ng, r, s, n_rows, 0, nb, prefetch);
 }
 
 }  // namespace

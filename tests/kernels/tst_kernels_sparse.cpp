@@ -293,9 +293,10 @@ TEST(sparse, input_sparse_integer_chunks_are_exact) {
     for (dtype t : {dtype::q8_0, dtype::q4_0, dtype::q8_0x8, dtype::q4_0x8, dtype::q6_0x8}) {
         const bool x8 = sl::dtype_block_elems(t) == 256;
         // Outputs: one block, a partial 8-block step, 8-block steps plus a tail, a long and a short llama
-        // row (the x8 forms: whole groups of 256 only).
+        // row, llama-1b's 5632 (x8: panels of 11 groups, so 16-block coefficient steps and an 8-block one)
+        // (the x8 forms: whole groups of 256 only).
         for (const shape& s : {shape{32, 45}, shape{96, 33}, shape{320, 70}, shape{2048, 100}, shape{14336, 40},
-                               shape{256, 65}}) {
+                               shape{256, 65}, shape{5632, 37}}) {
             const int64_t out = s.rows, in = s.cols;
             if (x8 && out % 256 != 0) continue;
             const matrix wt = raw_input_major(t, in, out, 7 + out + in);
