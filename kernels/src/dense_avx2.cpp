@@ -6,34 +6,30 @@
 namespace sl::kernels::detail {
 namespace {
 
-template <int R, typename L>
+template <int R, typename L, int Prefetch = (R == 1 ? pf_l1 : pf_none)>
 void rows_float(const uint8_t* w, int64_t rb, int64_t n_rows, int64_t cols, const void* xv, float* y) {
     const auto* x = static_cast<const float*>(xv);
     int64_t r = 0;
-    for (; r + R <= n_rows; r += R) dot_rows<R, L, R == 1>(w + r * rb, rb, cols, x, y + r, ahead(w + r * rb));
-    for (; r < n_rows; ++r) dot_rows<1, L, true>(w + r * rb, rb, cols, x, y + r, ahead(w + r * rb));
+    for (; r + R <= n_rows; r += R) dot_rows<R, L, Prefetch>(w + r * rb, rb, cols, x, y + r, ahead(w + r * rb));
+    for (; r < n_rows; ++r) dot_rows<1, L, pf_l1>(w + r * rb, rb, cols, x, y + r, ahead(w + r * rb));
 }
 
-// Streaming float rows. While x (f32) fits in half of L1 one row at a time streams best; a longer x
-// (the MLP down projection's 8192 columns: 32 KiB) is evicted by the weight stream and re-read from L2
-// for every row, so there 4 rows share each x load (F16 2048x8192 on 2 threads: 20 -> 32 GB/s; 2 rows:
-// 25; with 2048 columns 4 rows measured 15-25% slower than one). dot_rows' per-row arithmetic does not
-// depend on R: same bits either way, and as the sparse gathers' single rows.
+// Streaming float rows. While x (f32) fits in L1 beside the weight stream (float_x_fits_l1) one row at
+// a time streams best; a longer x (the MLP down projection's 8192 columns: 32 KiB) is evicted by the
+// weight stream and re-read from L2 for every row, so there 4 rows share each x load (F16 2048x8192 on
+// 2 threads, Zen 4: 20 -> 32 GB/s; 2 rows: 25; with 2048 columns 4 rows measured 15-25% slower than
+// one), each prefetched ahead in its own row (dense_internal.h). dot_rows' per-row arithmetic does not
+// depend on R or on prefetching: same bits either way, and as the sparse gathers' single rows.
 // Where the CPU reads several streams faster (cpu_prefers_row_streams), 8 rows side by side instead.
 template <typename L>
 void rows_stream(const uint8_t* w, int64_t rb, int64_t n_rows, int64_t cols, const void* xv, float* y) {
     if (cpu_prefers_row_streams()) {
         rows_float<8, L>(w, rb, n_rows, cols, xv, y);
-        return;
-    }
-    if (cols * static_cast<int64_t>(sizeof(float)) <= 16 * 1024) {
+    } else if (float_x_fits_l1(cols)) {
         rows_float<1, L>(w, rb, n_rows, cols, xv, y);
-        return;
+    } else {
+        rows_float<4, L, pf_l1>(w, rb, n_rows, cols, xv, y);
     }
-    const auto* x = static_cast<const float*>(xv);
-    int64_t r = 0;
-    for (; r + 4 <= n_rows; r += 4) dot_rows<4, L, false>(w + r * rb, rb, cols, x, y + r, nullptr);
-    for (; r < n_rows; ++r) dot_rows<1, L, false>(w + r * rb, rb, cols, x, y + r, nullptr);
 }
 
 // Quantized rows: the streaming form (R = 1) prefetches into L2 (dense_internal.h), the cached tiles'

@@ -17,8 +17,9 @@ namespace sl::kernels::detail {
 //    streamers: through L2 a Q4_0 14336x4096 output-sparse gather at 50% random rows took 0.65 ms
 //    instead of 0.99 (dense 1.04), at 10% 0.19 instead of 0.26 (2 threads, AVX2 VM; every 2nd row
 //    0.76 instead of 1.21);
-//  - streaming quantized rows (both ISAs) and AVX-512 float rows whose x is not small (k_l2_ahead
-//    further on): an L1 prefetch of the weights evicts the activation vector the row keeps re-reading.
+//  - streaming quantized rows (both ISAs; k_l2_ahead further on): an L1 prefetch of the weights evicts
+//    the activation vector the row keeps re-reading. (AVX-512 float rows did this too past 16 KiB of x
+//    until stop 43; float_x_fits_l1 below says what they do now.)
 //    On a Zen 4, AVX-512 kernels, 2 threads, 1 GB of copies, rows of 14336 columns (Q8_K/Q8_0
 //    activations: 18 KiB) ran Q4_K 23 -> 34 GB/s, Q4_0 26 -> 41, Q8_0 35 -> 49, Q6_K 30 -> 34; of 8192
 //    columns Q4_K 33 -> 37, Q4_0 37 -> 42, Q8_0 40 -> 47; of 2048-4096 columns quantized rows were as
@@ -132,6 +133,16 @@ struct kernel_table {
 // stream there, by 1.2x). On the Zen 4 VM these kernels were tuned on, 4 rows of 2048 columns ran 15-25%
 // slower than one, so other CPUs keep that choice.
 bool cpu_prefers_row_streams();
+// Elsewhere, whether a streaming float row kernel's activations (cols f32) stay in L1 beside the weight
+// stream, so one row at a time streams best: up to two thirds of this CPU's L1 data cache (sysconf; 32
+// KiB if unknown). A longer x is re-read from L2 for every row, so 4 rows share each x load, each
+// prefetched 4 KiB ahead into L1. Until stop 43 the line was a fixed 16 KiB (half the Zen 4's L1) and
+// the 4-row passes (F16) did not prefetch, while AVX-512 F32/BF16 kept one row prefetched into L2. On
+// a Zen 5 (48 KiB L1; 2 threads, in one process, medians of 11 alternating rounds, GB/s): F16 2048 x
+// 5632 4 rows 31.8 / 31.5 -> one row 42.2 / 42.1; 2048 x 8192 37.7 / 41.0 -> 46.3 / 52.9; 4096 x
+// 14336 45.3 / 42.7 -> 4 rows prefetched 53.9 / 48.7; BF16 2048 x 5632 one row into L2 34.4 -> into L1
+// 37.9, 4096 x 14336 32.1 -> 4 rows 45.0; F32 alike within noise (49.0 -> 49.5, 59.4 -> 58.0).
+bool float_x_fits_l1(int64_t cols);
 // Groups of the regrouped Q4_0x8r / Q4_Kx8r rows read side by side there (q40_r8_avx512.h).
 inline constexpr int k_rows_x8_streams = 4;
 

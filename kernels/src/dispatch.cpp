@@ -5,6 +5,7 @@
 
 #include <cpuid.h>
 #include <omp.h>
+#include <unistd.h>
 
 #include "dense_internal.h"
 
@@ -95,6 +96,14 @@ bool cpu_prefers_row_streams() {
         return __builtin_cpu_is("intel") != 0;
     }();
     return intel;
+}
+
+bool float_x_fits_l1(int64_t cols) {
+    static const int64_t limit = [] {
+        const long l1 = sysconf(_SC_LEVEL1_DCACHE_SIZE);
+        return (l1 > 0 ? static_cast<int64_t>(l1) : int64_t{32} << 10) * 2 / 3;
+    }();
+    return cols * static_cast<int64_t>(sizeof(float)) <= limit;
 }
 
 }  // namespace sl::kernels::detail

@@ -408,16 +408,17 @@ void quant_gather_dots(const uint8_t* const* rows, const uint8_t* const* pf, int
     gather_dots<q8_act, quant_rows<1, B, pf_l2>, quant_rows<1, B, pf_none>>(rows, pf, n, cols, xa, y);
 }
 
-// Streaming float rows: into L2 once x (f32) outgrows 16 KiB, as dense_internal.h measured; 8 rows side
-// by side without prefetching where the CPU reads several streams faster (cpu_prefers_row_streams).
+// Streaming float rows: one row prefetched into L1 while x (f32) fits there beside the weight stream,
+// else 4 rows sharing each x load, each prefetched into L1 (float_x_fits_l1, dense_internal.h); 8 rows
+// side by side without prefetching where the CPU reads several streams faster (cpu_prefers_row_streams).
 template <typename L>
 void rows_float_stream(const uint8_t* w, int64_t rb, int64_t n_rows, int64_t cols, const void* x, float* y) {
     if (cpu_prefers_row_streams()) {
         rows_float<8, L, pf_none>(w, rb, n_rows, cols, x, y);
-    } else if (cols * static_cast<int64_t>(sizeof(float)) > 16 * 1024) {
-        rows_float<1, L, pf_l2>(w, rb, n_rows, cols, x, y);
-    } else {
+    } else if (float_x_fits_l1(cols)) {
         rows_float<1, L, pf_l1>(w, rb, n_rows, cols, x, y);
+    } else {
+        rows_float<4, L, pf_l1>(w, rb, n_rows, cols, x, y);
     }
 }
 
