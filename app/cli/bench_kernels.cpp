@@ -313,9 +313,9 @@ private:
         return tm.median;
     }
 
-    // A pure read of the same listed rows on the same copies (kernels::read_listed_rows) in its four ways
-    // (no prefetching, listed rows ahead into L2, ahead within the row into L1, row groups side by side
-    // as the chunk kernels walk them): cases of t.
+    // A pure read of the same listed rows on the same copies (kernels::read_listed_rows) in each of its
+    // ways (no prefetching, listed rows ahead into L2, ahead within the row into L1, row groups side by
+    // side as the chunk kernels walk them, with and without prefetching the next group): cases of t.
     using read_ids = std::array<int, k::k_read_listed_modes>;
     read_ids pattern_cases(interleaved_timer& t, const copies& set, int64_t row_bytes,
                            const std::vector<std::vector<int32_t>>& l) const {

@@ -6,6 +6,7 @@
 #include "bench_kernels.h"
 #include "cli_common.h"
 #include "sparselens/kernels/kernels.h"
+#include "sparselens/kernels/membw.h"
 
 namespace sl::cli {
 
@@ -158,9 +159,10 @@ void print_table(const kernel_bench_result& r, const std::vector<target>& target
                     static_cast<long long>(row.active), row.median_s * 1e3, row.gbs, 100 * row.gbs / r.read_bw_gbs,
                     row.speedup, tgt.c_str());
     }
-    std::printf("\nread GB/s: the best of four plain reads of the same listed rows (no arithmetic; "
-                "kernels::read_listed_rows),\n"
-                "  evidence for the access pattern's ceiling, not a proof (a kernel above 100%% read them faster);\n"
+    std::printf("\nread GB/s: the best of %d plain reads of the same listed rows (no arithmetic; "
+                "kernels::read_listed_rows),\n",
+                kernels::k_read_listed_modes);
+    std::printf("  evidence for the access pattern's ceiling, not a proof (a kernel above 100%% read them faster);\n"
                 "MISS*: that read alone also takes longer than the target allows (t_read/(d*dense) above it).\n");
     std::printf("\ntargets\n");
     int missed = 0, bound = 0;

@@ -105,18 +105,19 @@ uint64_t read_listed_rows(const void* base, int64_t row_bytes, const int32_t* id
         constexpr int64_t max_group = input_sparse_chunk_channels(0);  // the longer group (short rows)
         const uint8_t* cur[max_group];
         const uint8_t* next[max_group];
-        for (int64_t g = k0; mode == 3 && g < k1; g += group) {
-            // One line of each row of the group per step (the ISA's widest loads), and the same line of the
-            // next group's rows into L2; then the rows' bytes past their whole lines.
+        const bool walk = mode == 3 || mode == 4;
+        for (int64_t g = k0; walk && g < k1; g += group) {
+            // One line of each row of the group per step (the ISA's widest loads), and (mode 3) the same
+            // line of the next group's rows into L2; then the rows' bytes past their whole lines.
             const int nc = static_cast<int>(std::min(group, k1 - g));
-            const int nn = static_cast<int>(std::clamp<int64_t>(k1 - g - nc, 0, group));
+            const int nn = mode == 3 ? static_cast<int>(std::clamp<int64_t>(k1 - g - nc, 0, group)) : 0;
             for (int i = 0; i < nc; ++i) cur[i] = b + idx[g + i] * row_bytes;
             for (int i = 0; i < nn; ++i) next[i] = b + idx[g + nc + i] * row_bytes;
             const int64_t lines = row_bytes / 64;
             tail += gsum(cur, nc, lines, next, nn);
             for (int i = 0; i < nc; ++i) add_words(cur[i], 64 * lines);
         }
-        for (int64_t k = mode == 3 ? k1 : k0; k < k1; ++k) {
+        for (int64_t k = walk ? k1 : k0; k < k1; ++k) {
             if (mode == 1 && k + ahead < k1) {
                 const uint8_t* q = b + idx[k + ahead] * row_bytes;
                 for (int64_t o = 0; o < row_bytes; o += 64) __builtin_prefetch(q + o, 0, 2);  // 2: into L2
