@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <numeric>
 #include <thread>
 
 #include <sys/mman.h>
@@ -302,14 +303,39 @@ private:
         r.baseline = "dense";
     }
 
-    // The row of a dense case (kernel "dense" or "dense_mlp": its own baseline, `active` outputs); returns
-    // its median.
+    // A plain read of each whole copy of set (kernels::read_listed_rows over 64 KiB runs, hardware
+    // prefetch alone and prefetching ahead into L1) in the dense case's rounds: the bandwidth that matrix
+    // could be streamed at while its gemv ran, so a host whose memory speed drifts during the run (the
+    // roofline probe runs before and after) moves both alike.
+    struct whole_reads {
+        std::vector<int32_t> all;
+        int64_t run_bytes = int64_t{64} << 10;
+        std::array<int, 2> ids{-1, -1};
+    };
+    void add_whole_reads(interleaved_timer& t, const copies& set, int64_t bytes, whole_reads& w) const {
+        w.all.resize(static_cast<size_t>(bytes / w.run_bytes));
+        if (w.all.empty()) return;
+        std::iota(w.all.begin(), w.all.end(), 0);
+        const int modes[2] = {0, 2};
+        for (int i = 0; i < 2; ++i)
+            w.ids[static_cast<size_t>(i)] = t.add(set.size(), [&set, &w, this, mode = modes[i]](int64_t c, int) {
+                g_sink = g_sink + k::read_listed_rows(set[c], w.run_bytes, w.all.data(),
+                                                      static_cast<int64_t>(w.all.size()), m_p.threads, mode);
+            });
+    }
+
+    // The row of a dense case (kernel "dense" or "dense_mlp": its own baseline, `active` outputs), with the
+    // same rounds' whole-matrix read as its read GB/s when given; returns its median.
     double dense_row(const interleaved_timer& t, int id, const char* kernel, const std::string& matrix, int64_t active,
-                     double bytes, int64_t n_copies) {
+                     double bytes, int64_t n_copies, const whole_reads* w = nullptr) {
         const timing tm = t.result(id);
         kernel_bench_row& r = add(kernel, matrix, 1.0, active, tm, bytes, n_copies);
         r.speedup = 1.0;
         r.baseline = kernel;
+        for (int i = 0; w && i < 2; ++i)
+            if (w->ids[static_cast<size_t>(i)] >= 0)
+                r.pattern_gbs = std::max(r.pattern_gbs, static_cast<double>(w->all.size()) * w->run_bytes /
+                                                            t.result(w->ids[static_cast<size_t>(i)]).median / 1e9);
         return tm.median;
     }
 
@@ -400,6 +426,8 @@ private:
         std::vector<float> y(static_cast<size_t>(rows));
         interleaved_timer t;
         const int dense_id = dense_case(t, set, rows, cols, y);
+        whole_reads whole;
+        add_whole_reads(t, set, bytes, whole);
         x8_cases x8;
         add_x8_case(t, x8, m_down.data(), rows, cols, y);
         sparse_cases sc;
@@ -410,7 +438,8 @@ private:
                                                       static_cast<int64_t>(idx.size()), y.data(), m_p.threads);
                              });
         t.run(m_p.reps);
-        const double dense_s = dense_row(t, dense_id, "dense", matrix, rows, static_cast<double>(bytes), set.size());
+        const double dense_s =
+            dense_row(t, dense_id, "dense", matrix, rows, static_cast<double>(bytes), set.size(), &whole);
         x8_row(t, x8, matrix, rows, static_cast<double>(bytes), dense_s);
         sparse_rows(t, sc, "input_sparse", matrix, im.view.row_bytes(), im_set.size(), dense_s, "dense");
         baselines(set, rows, cols, matrix, dense_s);
@@ -428,6 +457,8 @@ private:
         std::vector<float> y(static_cast<size_t>(rows));
         interleaved_timer t;
         const int dense_id = dense_case(t, set, rows, cols, y);
+        whole_reads whole;
+        add_whole_reads(t, set, bytes, whole);
         x8_cases x8;
         add_x8_case(t, x8, m_up.data(), rows, cols, y);
         sparse_cases sc;
@@ -438,7 +469,8 @@ private:
                                                        static_cast<int64_t>(idx.size()), y.data(), m_p.threads);
                              });
         t.run(m_p.reps);
-        const double dense_s = dense_row(t, dense_id, "dense", matrix, rows, static_cast<double>(bytes), set.size());
+        const double dense_s =
+            dense_row(t, dense_id, "dense", matrix, rows, static_cast<double>(bytes), set.size(), &whole);
         x8_row(t, x8, matrix, rows, static_cast<double>(bytes), dense_s);
         sparse_rows(t, sc, "output_sparse", matrix, dtype_row_bytes(m_t, cols), set.size(), dense_s, "dense");
         baselines(set, rows, cols, matrix, dense_s);
