@@ -155,7 +155,9 @@ void print_table(const kernel_bench_result& r, const std::vector<target>& target
         if (row.pattern_gbs > 0) {
             char b[40];  // the pure read of the same rows: its GB/s, and how much of it the kernel reaches
             std::snprintf(b, sizeof b, " %9.2f %5.0f%%", row.pattern_gbs, 100 * row.gbs / row.pattern_gbs);
-            if (tgt.empty()) tgt.assign(24, ' ');  // a dense row: no target columns
+            // No target columns (a dense row, or a density under 10%): blanks as wide as "%.2f %-5s %5.2f".
+            constexpr size_t k_target_chars = 4 + 1 + 5 + 1 + 5;
+            if (tgt.empty()) tgt.assign(k_target_chars, ' ');
             tgt += b;
         }
         std::printf("%-15s %-18s %-5s %6.0f%% %7lld %10.3f %8.2f %5.0f%% %8.2f %-24s\n", row.kernel.c_str(),
