@@ -40,33 +40,36 @@ template <int Mode = pf_l1>
     return row + (Mode == pf_l2 ? k_l2_ahead : k_l1_ahead);
 }
 
-// Part `part` (0 <= part < Parts) of the lines [pf, pf + Bytes) for a pf_mode (T0: l1, T1: l2): the lines
-// cut into Parts nearly equal runs, so a step of several inner iterations issues one run per iteration
-// instead of all its lines at once. The regrouped rows (Q4_0x8r, Q8_0x8r, Q4_Kx8r) issued each 1-2 KiB
-// step's 18-34 prefetches in one burst; on a Zen 5 (EPYC, 2 threads, 1 GB of Q4_0x8r copies, one process
-// alternating) that read 45-49 GB/s against 52-63 (5 of 6 rounds) spread over the step's 8 blocks, and the
-// plain Q4_0 rows, which prefetch once per 18-byte block, read 49-55 (stop 42, docs/results.md;
-// whole-model decode there was still faster on the Q4_0 and Q8_0 rows: kernels::rows_x8_faster).
-// Always inlined: GCC models __builtin_prefetch as free of side effects, so an out-of-line copy is a const
-// function and its calls are deleted as dead code (dse1 dropped every prefetch of the VNNI Q4_K rows that
-// way).
-template <int Bytes, int Parts, int Mode = pf_l1>
-[[gnu::always_inline]] inline void prefetch_part(const uint8_t* pf, int part) {
-    constexpr int lines = (Bytes + 63) / 64;
-#pragma GCC unroll 16
-    for (int l = lines * part / Parts; l < lines * (part + 1) / Parts; ++l) {
-        if constexpr (Mode == pf_l2) {
-            _mm_prefetch(reinterpret_cast<const char*>(pf + 64 * l), _MM_HINT_T1);
-        } else {
-            _mm_prefetch(reinterpret_cast<const char*>(pf + 64 * l), _MM_HINT_T0);
-        }
+// One line's prefetch for a pf_mode: T0 (l1), T1 (l2). Always inlined, as everything below: GCC models
+// __builtin_prefetch as free of side effects, so an out-of-line copy is a const function and its calls
+// are deleted as dead code (dse1 dropped every prefetch of the VNNI Q4_K rows that way).
+template <int Mode>
+[[gnu::always_inline]] inline void prefetch_line(const uint8_t* p) {
+    if constexpr (Mode == pf_l2) {
+        _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T1);
+    } else {
+        _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
     }
 }
 
 // Prefetches the lines [pf + off, pf + off + Bytes) for a pf_mode, all at once.
 template <int Bytes, int Mode = pf_l1>
 [[gnu::always_inline]] inline void prefetch_span(const uint8_t* pf, int64_t off) {
-    prefetch_part<Bytes, 1, Mode>(pf + off, 0);
+#pragma GCC unroll 16
+    for (int l = 0; l < Bytes; l += 64) prefetch_line<Mode>(pf + off + l);
+}
+
+// Part `part` (0 <= part < Parts) of prefetch_span<Bytes, Mode>(pf, 0): its lines cut into Parts nearly
+// equal runs, so a step of several inner iterations issues one run per iteration instead of all its lines
+// at once. The regrouped rows (Q4_0x8r, Q8_0x8r, Q4_Kx8r) issued each 1-2 KiB step's 18-34 prefetches
+// in one burst; on a Zen 5 (EPYC, 2 threads, 1 GB of Q4_0x8r copies, one process alternating) that read
+// 45-49 GB/s against 52-63 (5 of 6 rounds) spread over the step's 8 blocks, and the plain Q4_0 rows, which
+// prefetch once per 18-byte block, read 49-55 (stop 42, docs/results.md; whole-model decode there was
+// still faster on the Q4_0 and Q8_0 rows: kernels::rows_x8_faster).
+template <int Bytes, int Parts, int Mode = pf_l1>
+[[gnu::always_inline]] inline void prefetch_part(const uint8_t* pf, int part) {
+    constexpr int lines = (Bytes + 63) / 64;
+    for (int l = lines * part / Parts; l < lines * (part + 1) / Parts; ++l) prefetch_line<Mode>(pf + 64 * l);
 }
 
 }  // namespace
