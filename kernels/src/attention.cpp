@@ -51,11 +51,15 @@ void attention_causal(const float* q, const float* k_cache, const float* v_cache
     const int32_t part_heads = (group + parts - 1) / parts;
     const int64_t per_token = static_cast<int64_t>(shape.n_kv_heads) * parts;
     const int64_t total = static_cast<int64_t>(n) * per_token;
-    // Small problems (tiny models, single tokens) are cheaper serial than waking the team: a sleeping
-    // worker takes 10-90 us to start on a VM (docs/results.md, rows2), and one decode token of a
-    // llama-1b layer at position 136 (2^18 units) takes 64 us on one AVX2 core, 70-75 us on two.
+    // Tiny problems (tiny models, the first positions) stay serial. The line was 2^20 units (a llama-1b
+    // decode token below position 512) after a Xeon harness ran one token at position 136 in 64 us on one
+    // AVX2 core and 70-75 on two, with the worker asleep (10-90 us to wake on a VM). In the engine the
+    // worker is still spinning from the q/k/v GEMV just before, and on the Zen 5 VM of stop 44 two threads
+    // took llama-1b Q4_0's attention stage (positions 64-160) from 0.98-1.05 to 0.59-0.75 ms per token
+    // (`bench --stages`, builds alternating x6); a harness with a parallel region before each call had two
+    // threads ahead from position 8 on (3.6 -> 2.8 us per layer; 112: 25.8 -> 23.4).
     const bool parallel =
-        static_cast<int64_t>(n) * shape.n_heads * max_pos * shape.head_dim > (1 << 20) && threads > 1;
+        static_cast<int64_t>(n) * shape.n_heads * max_pos * shape.head_dim > (1 << 14) && threads > 1;
     const detail::attend_fn attend = active_fns().attend;
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1) if (parallel)
     for (int64_t job = 0; job < total; ++job) {
