@@ -114,8 +114,15 @@ TEST(OffloadCli, EvalOffloadReportsMeasuredNextToSimulatedWithMergedRuns) {
     EXPECT_DOUBLE_EQ(m["bytes_read_per_token"].get<double>(), s["bytes_read_per_token"].get<double>());
     EXPECT_DOUBLE_EQ(m["runs_per_token"].get<double>(), s["reads_per_token"].get<double>());
     EXPECT_DOUBLE_EQ(m["hit_rate"].get<double>(), s["hit_rate"].get<double>());
-    EXPECT_GT(s["io_wait_share"].get<double>(), 0.0);
-    EXPECT_LT(s["io_wait_share"].get<double>(), 1.0);
+    // The simulated wait is each token's flash time less the work the run did inside its read windows
+    // (measured): zero when that work hides it all, which a busy machine makes likely (seen once in ~70
+    // runs next to the bench tests, and at will with the two cores loaded). It is above zero whenever
+    // the mean window work is below the mean flash time (then some token's flash time exceeds it).
+    const double share = s["io_wait_share"].get<double>(), flash = s["flash_seconds_per_token"].get<double>();
+    EXPECT_GT(flash, 0.0);
+    EXPECT_GE(share, 0.0);
+    EXPECT_LT(share, 1.0);
+    if (m["overlapped_seconds_per_token"].get<double>() < flash) EXPECT_GT(share, 0.0);
     const auto t = run_cli(args);
     ASSERT_EQ(t.code, 0) << t.err;
     for (const char* row : {"tokens/s", "bytes read/token", "hit rate", "I/O-wait share", "measured", "simulated"})
