@@ -48,6 +48,9 @@ using v4 = float __attribute__((vector_size(16)));
 using v8 = float __attribute__((vector_size(32)));
 constexpr int32_t k_lanes = 16;
 constexpr int k_parts = k_lanes / k_w;
+// Heads whose value sums run together (weighted_sum): 4 x 64 floats in registers with AVX-512, one head
+// on the narrower builds (16 ymm or 32 xmm registers would spill).
+constexpr int k_value_heads = k_parts == 1 ? 4 : 1;
 
 struct lanes16 {
     vnat p[k_parts];
@@ -124,22 +127,30 @@ inline void dot4(const float* q, const float* k, int64_t stride, int32_t n, floa
     std::memcpy(s, &r, sizeof r);
 }
 
-// out[0, 16 NC) = sum over positions p of (att[p] * inv) v_p[0, 16 NC), v_p = v + p * stride, in position
-// order starting from zero: per element out[i] += a * v[i] in that order, with out held in registers.
+// For each of H heads h: out_h[0, 16 NC) = sum over positions p of (att_h[p] * inv[h]) v_p[0, 16 NC),
+// v_p = v + p * stride, out_h = out + h * out_stride, att_h = att + h * att_stride, in position order
+// starting from zero: per element out[i] += a * v[i] in that order, with out held in registers.
 // Init: out starts from zero; otherwise the sums continue from out (stored and reloaded exactly, so a
-// range split into pieces gives the same bits as one call).
-template <int NC, bool Init>
-inline void weighted_sum(float* out, const float* v, int64_t stride, const float* att, float inv, int32_t first,
-                         int32_t n_pos) {
+// range split into pieces gives the same bits as one call). The heads share each V load, and their sums
+// are H independent add chains per element: one head alone waits on its adds' latency every position.
+// A head's arithmetic never depends on H.
+template <int NC, bool Init, int H>
+inline void weighted_sum(float* out, int64_t out_stride, const float* v, int64_t stride, const float* att,
+                         int64_t att_stride, const float* inv, int32_t first, int32_t n_pos) {
     constexpr int n = NC * k_parts;
-    vnat o[n];
-    for (int c = 0; c < n; ++c) o[c] = Init ? vnat{} : loadn(out + k_w * c);
+    vnat o[H][n];
+    for (int h = 0; h < H; ++h)
+        for (int c = 0; c < n; ++c) o[h][c] = Init ? vnat{} : loadn(out + h * out_stride + k_w * c);
     for (int32_t p = first; p < n_pos; ++p) {
-        const float a = att[p] * inv;
         const float* vp = v + static_cast<int64_t>(p) * stride;
-        for (int c = 0; c < n; ++c) o[c] += a * loadn(vp + k_w * c);
+        vnat vv[n];
+        for (int c = 0; c < n; ++c) vv[c] = loadn(vp + k_w * c);
+        for (int h = 0; h < H; ++h) {
+            const float a = att[h * att_stride + p] * inv[h];
+            for (int c = 0; c < n; ++c) o[h][c] += a * vv[c];
+        }
     }
-    std::memcpy(out, o, sizeof o);
+    for (int h = 0; h < H; ++h) std::memcpy(out + h * out_stride, o[h], sizeof o[h]);
 }
 
 // ---- SwiGLU ------------------------------------------------------------------------------------
@@ -280,26 +291,42 @@ inline float exp_sub_sum(float* x, int64_t n, float m) {
     return s;
 }
 
-// weighted_sum over the first head_dim columns (a multiple of 16): 64 at a time, then the rest.
-template <bool Init>
-inline void weighted_sums(float* out, const float* v, int64_t stride, const float* att, float inv, int32_t first,
-                          int32_t n_pos, int32_t head_dim) {
+// weighted_sum over the first d16 columns (a multiple of 16) of H heads out_stride floats apart: 64 at a
+// time, then the rest.
+template <bool Init, int H>
+inline void weighted_sums(float* out, int64_t out_stride, const float* v, int64_t stride, const float* att,
+                          int64_t att_stride, const float* inv, int32_t first, int32_t n_pos, int32_t d16) {
     int32_t d = 0;
-    for (; d + 4 * k_lanes <= head_dim; d += 4 * k_lanes)
-        weighted_sum<4, Init>(out + d, v + d, stride, att, inv, first, n_pos);
-    switch ((head_dim - d) / k_lanes) {
+    for (; d + 4 * k_lanes <= d16; d += 4 * k_lanes)
+        weighted_sum<4, Init, H>(out + d, out_stride, v + d, stride, att, att_stride, inv, first, n_pos);
+    switch ((d16 - d) / k_lanes) {
         case 3:
-            weighted_sum<3, Init>(out + d, v + d, stride, att, inv, first, n_pos);
+            weighted_sum<3, Init, H>(out + d, out_stride, v + d, stride, att, att_stride, inv, first, n_pos);
             break;
         case 2:
-            weighted_sum<2, Init>(out + d, v + d, stride, att, inv, first, n_pos);
+            weighted_sum<2, Init, H>(out + d, out_stride, v + d, stride, att, att_stride, inv, first, n_pos);
             break;
         case 1:
-            weighted_sum<1, Init>(out + d, v + d, stride, att, inv, first, n_pos);
+            weighted_sum<1, Init, H>(out + d, out_stride, v + d, stride, att, att_stride, inv, first, n_pos);
             break;
         default:
             break;
     }
+}
+
+// The value pass of `group` heads over positions [p0, p1): k_value_heads at a time where the build's
+// registers hold their sums, then one by one.
+template <bool Init>
+inline void weighted_sums_group(float* out, int32_t group, const float* v, int64_t stride, const float* att,
+                                int32_t n_pos, const float* inv, int32_t p0, int32_t p1, int32_t head_dim,
+                                int32_t d16) {
+    int32_t h = 0;
+    for (; h + k_value_heads <= group; h += k_value_heads)
+        weighted_sums<Init, k_value_heads>(out + static_cast<int64_t>(h) * head_dim, head_dim, v, stride,
+                                           att + static_cast<int64_t>(h) * n_pos, n_pos, inv + h, p0, p1, d16);
+    for (; h < group; ++h)
+        weighted_sums<Init, 1>(out + static_cast<int64_t>(h) * head_dim, head_dim, v, stride,
+                               att + static_cast<int64_t>(h) * n_pos, n_pos, inv + h, p0, p1, d16);
 }
 
 // Positions ahead whose K rows the score loop prefetches into L1; it also takes the V rows of its own
@@ -369,14 +396,10 @@ void attend_group(const float* q, int32_t group, const float* k_cache, const flo
     const int32_t d16 = head_dim / k_lanes * k_lanes;
     for (int32_t p0 = first; p0 < n_pos; p0 += k_value_block) {
         const int32_t p1 = std::min(n_pos, p0 + k_value_block);
-        for (int32_t h = 0; h < group; ++h) {
-            const float* a = att + static_cast<int64_t>(h) * n_pos;
-            float* o = out + static_cast<int64_t>(h) * head_dim;
-            if (p0 == first)
-                weighted_sums<true>(o, v_cache, kv_stride, a, inv[h], p0, p1, d16);
-            else
-                weighted_sums<false>(o, v_cache, kv_stride, a, inv[h], p0, p1, d16);
-        }
+        if (p0 == first)
+            weighted_sums_group<true>(out, group, v_cache, kv_stride, att, n_pos, inv, p0, p1, head_dim, d16);
+        else
+            weighted_sums_group<false>(out, group, v_cache, kv_stride, att, n_pos, inv, p0, p1, head_dim, d16);
     }
     if (d16 < head_dim) {  // the last head_dim % 16 elements, in the same order
         for (int32_t h = 0; h < group; ++h) {
