@@ -7,6 +7,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 #include "sparselens/kernels/attention.h"
 
@@ -126,6 +129,53 @@ inline void dot4(const float* q, const float* k, int64_t stride, int32_t n, floa
     const v4 r = __builtin_shufflevector(e01, e23, 0, 2, 4, 6) + __builtin_shufflevector(e01, e23, 1, 3, 5, 7);
     std::memcpy(s, &r, sizeof r);
 }
+
+#if defined(__AVX512F__)
+// dot() of 4 query heads (q_stride floats apart) with 4 keys (k, stride floats apart), n a multiple of 16,
+// times scale, stored to att + h * att_stride + j for head h and key j. The 16 lane sums are dot()'s (one
+// zmm each: element i into lane i % 16, in element order), and the fold is dot()'s tree: lane[j] +=
+// lane[j + 8], then + 4, then (l0 + l2) + (l1 + l3); here it runs on all 16 dots at once through 128-bit
+// block shuffles and an in-block 4x4 transpose (47 operations for 16 dots, against dot4's ~6 per dot), and
+// each key's 4 vectors are loaded once for the 4 heads. The same operations per dot, so the same bits.
+inline void dot16(const float* q, int64_t q_stride, const float* k, int64_t stride, int32_t n, float scale, float* att,
+                  int64_t att_stride) {
+    __m512 a[4][4];  // [head][key]
+    for (int32_t i = 0; i < n; i += 16) {
+        __m512 kv[4];
+        for (int j = 0; j < 4; ++j) kv[j] = _mm512_loadu_ps(k + j * stride + i);
+        for (int h = 0; h < 4; ++h) {
+            const __m512 qv = _mm512_loadu_ps(q + h * q_stride + i);
+            for (int j = 0; j < 4; ++j)
+                a[h][j] = i == 0 ? _mm512_mul_ps(qv, kv[j]) : _mm512_add_ps(a[h][j], _mm512_mul_ps(qv, kv[j]));
+        }
+    }
+    // lane[j] + lane[j + 8] of x and y: [x's 8 | y's 8] (blocks 0 + 2, 1 + 3).
+    const auto fold8 = [](__m512 x, __m512 y) {
+        return _mm512_add_ps(_mm512_shuffle_f32x4(x, y, 0x44), _mm512_shuffle_f32x4(x, y, 0xee));
+    };
+    // Of [x | y] and [z | w] (8 lanes each), lane[j] + lane[j + 4]: blocks [x, y, z, w], 4 lanes each.
+    const auto fold4 = [](__m512 xy, __m512 zw) {
+        return _mm512_add_ps(_mm512_shuffle_f32x4(xy, zw, 0x88), _mm512_shuffle_f32x4(xy, zw, 0xdd));
+    };
+    __m512 c[4];  // key j: block h = head h's 4 lanes
+    for (int j = 0; j < 4; ++j) c[j] = fold4(fold8(a[0][j], a[1][j]), fold8(a[2][j], a[3][j]));
+    // In every block, lanes m of c[0..3] side by side (a 4x4 transpose): r[m] lane j = key j's lane m.
+    const __m512 t0 = _mm512_unpacklo_ps(c[0], c[1]), t1 = _mm512_unpackhi_ps(c[0], c[1]);
+    const __m512 t2 = _mm512_unpacklo_ps(c[2], c[3]), t3 = _mm512_unpackhi_ps(c[2], c[3]);
+    const auto lo = [](__m512 x, __m512 y) {
+        return _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(x), _mm512_castps_pd(y)));
+    };
+    const auto hi = [](__m512 x, __m512 y) {
+        return _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(x), _mm512_castps_pd(y)));
+    };
+    const __m512 r0 = lo(t0, t2), r1 = hi(t0, t2), r2 = lo(t1, t3), r3 = hi(t1, t3);
+    const __m512 d = _mm512_mul_ps(_mm512_add_ps(_mm512_add_ps(r0, r2), _mm512_add_ps(r1, r3)), _mm512_set1_ps(scale));
+    _mm_storeu_ps(att, _mm512_castps512_ps128(d));
+    _mm_storeu_ps(att + att_stride, _mm512_extractf32x4_ps(d, 1));
+    _mm_storeu_ps(att + 2 * att_stride, _mm512_extractf32x4_ps(d, 2));
+    _mm_storeu_ps(att + 3 * att_stride, _mm512_extractf32x4_ps(d, 3));
+}
+#endif
 
 // For each of H heads h: out_h[0, 16 NC) = sum over positions p of (att_h[p] * inv[h]) v_p[0, 16 NC),
 // v_p = v + p * stride, out_h = out + h * out_stride, att_h = att + h * att_stride, in position order
@@ -372,7 +422,13 @@ void attend_group(const float* q, int32_t group, const float* k_cache, const flo
             if (p + k_prefetch_positions + 4 <= n_pos)
                 prefetch_rows<3>(k + k_prefetch_positions * static_cast<int64_t>(kv_stride), kv_stride, head_dim);
             prefetch_rows<2>(v_cache + static_cast<int64_t>(p) * kv_stride, kv_stride, head_dim);
-            for (int32_t h = 0; h < group; ++h) {
+            int32_t h = 0;
+#if defined(__AVX512F__)
+            for (; h + 4 <= group; h += 4)
+                dot16(q + static_cast<int64_t>(h) * head_dim, head_dim, k, kv_stride, head_dim, scale,
+                      att + static_cast<int64_t>(h) * n_pos + p, n_pos);
+#endif
+            for (; h < group; ++h) {
                 float s[4];
                 dot4(q + static_cast<int64_t>(h) * head_dim, k, kv_stride, head_dim, s);
                 for (int j = 0; j < 4; ++j) att[static_cast<int64_t>(h) * n_pos + p + j] = s[j] * scale;
