@@ -88,13 +88,24 @@ void context::finish_qkv(int32_t l, int32_t n, int32_t pos0) {
 void context::attend(int32_t l, int32_t n, int32_t pos0) {
     const model_hparams& hp = m_model->hp;
     const arch_features& a = m_model->arch;
-    const int32_t kv_dim = hp.kv_dim();
+    const int32_t kv_dim = hp.kv_dim(), head_dim = hp.head_dim();
     const size_t layer_off = static_cast<size_t>(l) * m_n_ctx * kv_dim;
     float* k_cache = m_k_cache.data() + layer_off;
     float* v_cache = m_v_cache.data() + layer_off;
-    std::memcpy(k_cache + static_cast<size_t>(pos0) * kv_dim, m_k.data(), sizeof(float) * n * kv_dim);
-    std::memcpy(v_cache + static_cast<size_t>(pos0) * kv_dim, m_v.data(), sizeof(float) * n * kv_dim);
-    kernels::attention_shape shape{hp.n_heads, hp.n_kv_heads, hp.head_dim()};
+    // Head-major [n_kv_heads, n_ctx, head_dim] per layer: a KV head's keys (and values) are one stream for
+    // the attention jobs, which each read one KV head; row-major, each job read head_dim floats of every
+    // kv_dim, a strided pattern the prefetchers followed poorly from DRAM (docs/results.md, stop 44).
+    const size_t head_floats = static_cast<size_t>(m_n_ctx) * head_dim;
+    for (int32_t t = 0; t < n; ++t)
+        for (int32_t g = 0; g < hp.n_kv_heads; ++g) {
+            const size_t src = static_cast<size_t>(t) * kv_dim + static_cast<size_t>(g) * head_dim;
+            const size_t dst = g * head_floats + static_cast<size_t>(pos0 + t) * head_dim;
+            std::memcpy(k_cache + dst, m_k.data() + src, sizeof(float) * head_dim);
+            std::memcpy(v_cache + dst, m_v.data() + src, sizeof(float) * head_dim);
+        }
+    kernels::attention_shape shape{hp.n_heads, hp.n_kv_heads, head_dim};
+    shape.kv_pos_stride = head_dim;
+    shape.kv_head_stride = static_cast<int64_t>(head_floats);
     shape.softcap = a.attn_softcap;
     shape.window = a.layer_slides(l) ? a.swa_window : 0;
     shape.scale = a.attn_scale;

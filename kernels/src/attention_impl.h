@@ -19,7 +19,7 @@ namespace sl::kernels::detail {
 // the portable one (attention.cpp), AVX2 and AVX-512 (attention_avx2.cpp, attention_avx512.cpp),
 // bit-identical to each other. Each build's table is only fetched after a CPUID check allows its ISA.
 using attend_fn = void (*)(const float* q, int32_t group, const float* k_cache, const float* v_cache, int32_t n_pos,
-                           int32_t kv_stride, const attention_shape& shape, float* out, float* att);
+                           int64_t kv_stride, const attention_shape& shape, float* out, float* att);
 using glu_fn = void (*)(float* y, const float* gate, const float* up, int64_t n);
 using softcap_fn = void (*)(float* y, const float* x, int64_t n, float cap);
 struct attention_fns {
@@ -411,7 +411,7 @@ constexpr int32_t k_value_block = 64;
 // token, 32 heads of 64 over 4 KV heads, one AVX2 thread: 368 -> 307 us per layer at position 1000,
 // 1729 -> 1289 at 4000 (after the vector softmax; /tmp harness, stop 23).
 void attend_group(const float* q, int32_t group, const float* k_cache, const float* v_cache, int32_t n_pos,
-                  int32_t kv_stride, const attention_shape& shape, float* out, float* att) {
+                  int64_t kv_stride, const attention_shape& shape, float* out, float* att) {
     const int32_t head_dim = shape.head_dim;
     const float scale = shape.scale > 0.0f ? shape.scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
     const int32_t first = shape.window > 0 ? std::max(0, n_pos - shape.window) : 0;

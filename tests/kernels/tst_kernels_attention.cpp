@@ -82,6 +82,24 @@ TEST(attention, matches_double_reference_and_is_identical_across_isas) {
                 if (first.empty()) first = out;
                 EXPECT_EQ(0, std::memcmp(first.data(), out.data(), out.size() * 4))
                     << k::isa_name(i) << ", " << threads << " threads: not bit-identical to the first run";
+                // The same cache head-major ([kv_heads, total + 3 spare positions, head_dim]): the same bits.
+                const int32_t cap = total + 3;
+                std::vector<float> kh(static_cast<size_t>(c.kv_heads) * cap * c.head_dim, NAN), vh(kh.size(), NAN);
+                for (int32_t p = 0; p < total; ++p)
+                    for (int32_t g = 0; g < c.kv_heads; ++g)
+                        for (int32_t e = 0; e < c.head_dim; ++e) {
+                            const size_t from = static_cast<size_t>(p) * kvs + g * c.head_dim + e;
+                            const size_t to = (static_cast<size_t>(g) * cap + p) * c.head_dim + e;
+                            kh[to] = kc[from];
+                            vh[to] = vc[from];
+                        }
+                k::attention_shape hm = shape;
+                hm.kv_pos_stride = c.head_dim;
+                hm.kv_head_stride = static_cast<int64_t>(cap) * c.head_dim;
+                std::vector<float> out_h(q.size(), -1.0f);
+                k::attention_causal(q.data(), kh.data(), vh.data(), c.pos0, c.n, hm, out_h.data(), scores.data(), threads);
+                EXPECT_EQ(0, std::memcmp(first.data(), out_h.data(), out_h.size() * 4))
+                    << k::isa_name(i) << ", " << threads << " threads: head-major cache not bit-identical";
             }
         }
     }

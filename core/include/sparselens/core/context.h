@@ -286,7 +286,7 @@ private:
     bool m_keep_replaced = false;  // context_params::keep_replaced
     context_params::regroup m_regroup_rows = context_params::regroup::faster;
 
-    std::vector<float> m_k_cache, m_v_cache;  // [n_layers][n_ctx][kv_dim]
+    std::vector<float> m_k_cache, m_v_cache;  // [n_layers][n_kv_heads][n_ctx][head_dim] (context::attend)
     std::vector<float> m_rope_cos, m_rope_sin;  // [n_ctx][rope_dim / 2]
     // Scratch, sized for n_batch tokens.
     std::vector<float> m_x, m_xb, m_q, m_k, m_v, m_att, m_proj, m_gate, m_up, m_scores;

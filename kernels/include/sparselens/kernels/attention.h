@@ -12,11 +12,18 @@ struct attention_shape {
     float softcap = 0.0f;  // scores -> softcap * tanh(scores / softcap) before the softmax when > 0 (Gemma-2)
     int32_t window = 0;    // when > 0, a query at position p sees only positions (p - window, p] (sliding window)
     float scale = 0.0f;    // q . k multiplier; 0 = 1 / sqrt(head_dim) (Gemma-2-27B uses 1 / sqrt(dim / n_heads))
+    // Cache layout, in floats: from one position's head_dim floats to the next position's of the same KV head
+    // (0: n_kv_heads * head_dim, the row-major [positions, n_kv_heads * head_dim]), and from one KV head's
+    // first position to the next head's (0: head_dim). Head-major [n_kv_heads, positions, head_dim] is
+    // kv_pos_stride = head_dim, kv_head_stride = positions * head_dim: each KV head's keys are one stream.
+    int64_t kv_pos_stride = 0;
+    int64_t kv_head_stride = 0;
 };
 
 // For query token t in [0, n) at position pos0 + t, attends over cache positions [0, pos0 + t]:
 //   out[t, h] = sum_p softmax_p(q[t, h] . k[p, g] / sqrt(head_dim)) v[p, g],  g = h / (n_heads / n_kv_heads).
-// q/out are [n, n_heads * head_dim]; k_cache/v_cache are [positions, n_kv_heads * head_dim] row-major.
+// q/out are [n, n_heads * head_dim]; k_cache/v_cache hold head_dim floats per (position, KV head) as the
+// shape's kv_pos_stride and kv_head_stride say (by default [positions, n_kv_heads * head_dim] row-major).
 // Parallel over (token, KV head) pairs (the query heads of a KV head share its cache loads); `scores` is
 // caller-owned scratch of attention_scratch_floats(shape, n_threads, max_pos) floats, max_pos >= pos0 + n.
 void attention_causal(const float* q, const float* k_cache, const float* v_cache, int32_t pos0, int32_t n,
