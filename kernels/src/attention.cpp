@@ -39,7 +39,8 @@ int64_t attention_scratch_floats(const attention_shape& shape, int n_threads, in
 void attention_causal(const float* q, const float* k_cache, const float* v_cache, int32_t pos0, int32_t n,
                       const attention_shape& shape, float* out, float* scores, int n_threads) {
     const int32_t q_stride = shape.n_heads * shape.head_dim;
-    const int64_t kv_stride = shape.kv_pos_stride > 0 ? shape.kv_pos_stride : int64_t{shape.n_kv_heads} * shape.head_dim;
+    const int64_t kv_stride =
+        shape.kv_pos_stride > 0 ? shape.kv_pos_stride : int64_t{shape.n_kv_heads} * shape.head_dim;
     const int64_t head_stride = shape.kv_head_stride > 0 ? shape.kv_head_stride : shape.head_dim;
     const int32_t group = shape.n_heads / shape.n_kv_heads;
     const int32_t max_pos = pos0 + n;

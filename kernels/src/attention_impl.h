@@ -381,10 +381,11 @@ inline void weighted_sums_group(float* out, int32_t group, const float* v, int64
 
 // Positions ahead whose K rows the score loop prefetches into L1; it also takes the V rows of its own
 // positions into L2 for the value pass. In decode a layer's KV cache comes from DRAM (each layer's
-// weight stream evicts it), one head's rows kv_stride floats apart, which the hardware prefetchers
-// followed poorly: llama-1b Q4_0, positions 64-160, 2 threads, `bench --stages` (builds alternating x3),
-// attention 0.49-0.56 ms per token without, 0.39-0.46 with this (16 positions ahead 0.39-0.51; K alone
-// 0.39-0.49). Prefetches change no arithmetic.
+// weight stream evicts it). llama-1b Q4_0, positions 64-160, 2 threads, `bench --stages` (builds
+// alternating x3), with the cache row-major: attention 0.49-0.56 ms per token without, 0.39-0.46 with
+// this (16 positions ahead 0.39-0.51; K alone 0.39-0.49); head-major (the context's layout since stop
+// 44, one stream per KV head), still 0.48-0.56 without against 0.30-0.40, and after a 1024-token prompt
+// 2.8-3.3 against 2.3-2.7. Prefetches change no arithmetic.
 constexpr int32_t k_prefetch_positions = 8;
 
 // The head_dim floats of the 4 rows from k (stride floats apart), every cache line: Locality 3 is
@@ -406,8 +407,9 @@ constexpr int32_t k_value_block = 64;
 // heads head_dim floats apart, the cache rows of the KV head start at position 0 (kv_stride floats
 // apart), n_pos positions, att scratch [group * n_pos]. Each head's arithmetic is the same sequence of
 // float operations whatever the group, so grouping only changes which loads are shared: 4 K rows serve
-// every head's dot4 from L1, and a block of V rows every head's weighted sums (each head re-read the
-// whole K and V slice of its KV head from L2 before: 256 KiB each at position 1000 on llama-1b). One
+// every head's dot4 (AVX-512: 4 heads' dot16) from L1, and a block of V rows every head's weighted sums
+// (4 heads at a time on AVX-512; each head re-read the whole K and V slice of its KV head from L2 before:
+// 256 KiB each at position 1000 on llama-1b). One
 // token, 32 heads of 64 over 4 KV heads, one AVX2 thread: 368 -> 307 us per layer at position 1000,
 // 1729 -> 1289 at 4000 (after the vector softmax; /tmp harness, stop 23).
 void attend_group(const float* q, int32_t group, const float* k_cache, const float* v_cache, int32_t n_pos,

@@ -97,7 +97,8 @@ TEST(attention, matches_double_reference_and_is_identical_across_isas) {
                 hm.kv_pos_stride = c.head_dim;
                 hm.kv_head_stride = static_cast<int64_t>(cap) * c.head_dim;
                 std::vector<float> out_h(q.size(), -1.0f);
-                k::attention_causal(q.data(), kh.data(), vh.data(), c.pos0, c.n, hm, out_h.data(), scores.data(), threads);
+                k::attention_causal(q.data(), kh.data(), vh.data(), c.pos0, c.n, hm, out_h.data(), scores.data(),
+                                    threads);
                 EXPECT_EQ(0, std::memcmp(first.data(), out_h.data(), out_h.size() * 4))
                     << k::isa_name(i) << ", " << threads << " threads: head-major cache not bit-identical";
             }
