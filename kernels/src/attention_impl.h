@@ -364,12 +364,12 @@ inline void weighted_sums(float* out, int64_t out_stride, const float* v, int64_
     }
 }
 
-// The value pass of `group` heads over positions [p0, p1): k_value_heads at a time where the build's
-// registers hold their sums, then one by one.
+// The value pass of `group` heads over positions [p0, p1) and their first head_dim / 16 * 16 columns:
+// k_value_heads at a time where the build's registers hold their sums, then one by one.
 template <bool Init>
 inline void weighted_sums_group(float* out, int32_t group, const float* v, int64_t stride, const float* att,
-                                int32_t n_pos, const float* inv, int32_t p0, int32_t p1, int32_t head_dim,
-                                int32_t d16) {
+                                int32_t n_pos, const float* inv, int32_t p0, int32_t p1, int32_t head_dim) {
+    const int32_t d16 = head_dim / k_lanes * k_lanes;
     int32_t h = 0;
     for (; h + k_value_heads <= group; h += k_value_heads)
         weighted_sums<Init, k_value_heads>(out + static_cast<int64_t>(h) * head_dim, head_dim, v, stride,
@@ -455,9 +455,9 @@ void attend_group(const float* q, int32_t group, const float* k_cache, const flo
     for (int32_t p0 = first; p0 < n_pos; p0 += k_value_block) {
         const int32_t p1 = std::min(n_pos, p0 + k_value_block);
         if (p0 == first)
-            weighted_sums_group<true>(out, group, v_cache, kv_stride, att, n_pos, inv, p0, p1, head_dim, d16);
+            weighted_sums_group<true>(out, group, v_cache, kv_stride, att, n_pos, inv, p0, p1, head_dim);
         else
-            weighted_sums_group<false>(out, group, v_cache, kv_stride, att, n_pos, inv, p0, p1, head_dim, d16);
+            weighted_sums_group<false>(out, group, v_cache, kv_stride, att, n_pos, inv, p0, p1, head_dim);
     }
     if (d16 < head_dim) {  // the last head_dim % 16 elements, in the same order
         for (int32_t h = 0; h < group; ++h) {
