@@ -48,12 +48,17 @@ inline uint32_t rank_key(float f) {
 // runs for several masks of every layer of every sparse token, between weight streams that have
 // evicted its arrays from cache: it was 2.4 ms of a 30 ms llama-1b DIP token (one thread, perf), 2.7x
 // its warm-cache time, so it reads the scores once and the keys three times instead of ~7 passes. The
-// scores become integer keys of the same order (a loop the compiler vectorizes), counted per 12-bit
+// scores become integer keys of the same order (a loop the compiler vectorizes), counted per 11-bit
 // prefix; the bucket holding the k-th best key is found from the top; a pass gathers that bucket's
-// keys (a few percent of them for spread scores), whose nth_element gives the k-th key; the last pass
-// takes every key above it and, of the keys equal to it, the lowest-index ones that fill k. The two
-// gathers are kernels::select_* compresses: as scalar loops (store every element, advance the count by
-// the test) they were 31 of 57 thousand TSC cycles for 8192 scores, histogram and keys 22.
+// keys (a few percent of them for spread scores), which a 256-bucket count of their next 8 bits
+// narrows to a handful for nth_element; the last pass takes every key above the k-th and, of the keys
+// equal to it, the lowest-index ones that fill k. The gathers are kernels::select_* compresses: as
+// scalar loops (store every element, advance the count by the test) they were 31 of 57 thousand TSC
+// cycles for 8192 scores, histogram and keys 22. The second level replaced nth_element over the
+// whole bucket (~100-300 keys, 20-25 cycles each, mispredicted branches) and let the first level shrink
+// from 12 bits in two interleaved copies (32 KiB to clear, cold after every weight stream) to one 8 KiB
+// table: 2048 and 5632 scores, cache evicted before each call (as in the engine), 16.5 and 28 thousand
+// TSC cycles -> 13 and 21 (/tmp harness, medians of 300).
 void top_k_indices(std::span<const float> scores, int64_t k, std::vector<int32_t>& out) {
     const int64_t n = static_cast<int64_t>(scores.size());
     k = std::clamp<int64_t>(k, 0, n);
@@ -64,7 +69,9 @@ void top_k_indices(std::span<const float> scores, int64_t k, std::vector<int32_t
         std::iota(out.begin(), out.end(), 0);
         return;
     }
-    constexpr int k_bucket_bits = 12, k_shift = 32 - k_bucket_bits;
+    constexpr int k_bucket_bits = 11, k_shift = 32 - k_bucket_bits;
+    constexpr int k_sub_bits = 8, k_sub_shift = k_shift - k_sub_bits;
+    constexpr int64_t k_refine_above = 32;  // candidates worth a second count before nth_element
     thread_local std::vector<uint32_t> keys, cand;
     thread_local std::vector<uint32_t> hist;
     keys.resize(static_cast<size_t>(n));
@@ -72,29 +79,35 @@ void top_k_indices(std::span<const float> scores, int64_t k, std::vector<int32_t
     uint32_t* kp = keys.data();
     const float* sp = scores.data();
     for (int64_t i = 0; i < n; ++i) kp[i] = rank_key(sp[i]);
-    // Two histograms for alternate keys, so that neighbours in one bucket do not wait on each other's
-    // increment (store-to-load forwarding), summed after.
-    hist.assign(size_t{2} << k_bucket_bits, 0u);
-    uint32_t* h0 = hist.data();
-    uint32_t* h1 = hist.data() + (size_t{1} << k_bucket_bits);
-    int64_t e = 0;
-    for (; e + 2 <= n; e += 2) {
-        ++h0[kp[e] >> k_shift];
-        ++h1[kp[e + 1] >> k_shift];
-    }
-    if (e < n) ++h0[kp[e] >> k_shift];
-    for (size_t j = 0; j < (size_t{1} << k_bucket_bits); ++j) h0[j] += h1[j];
-    int64_t above = 0;  // keys in buckets above b
+    hist.assign(size_t{1} << k_bucket_bits, 0u);
+    uint32_t* h = hist.data();
+    for (int64_t i = 0; i < n; ++i) ++h[kp[i] >> k_shift];
+    int64_t above = 0;  // keys known to rank above the k-th: in buckets (then sub-buckets) above its own
     uint32_t b = (1u << k_bucket_bits) - 1;
-    while (above + static_cast<int64_t>(hist[b]) < k) above += hist[b--];
-    const int64_t nc = kernels::select_bucket(kp, n, k_shift, b, cand.data());
-    const int64_t need = k - above;  // 1 .. hist[b]
-    std::nth_element(cand.begin(), cand.begin() + (need - 1), cand.begin() + nc, std::greater<>());
-    const uint32_t kth = cand[static_cast<size_t>(need - 1)];
-    int64_t above_kth = above, equal = 0;
-    for (int64_t c = 0; c < nc; ++c) {
-        above_kth += cand[static_cast<size_t>(c)] > kth ? 1 : 0;
-        equal += cand[static_cast<size_t>(c)] == kth ? 1 : 0;
+    while (above + static_cast<int64_t>(h[b]) < k) above += h[b--];
+    uint32_t* c = cand.data();
+    int64_t nc = kernels::select_bucket(kp, n, k_shift, b, c);
+    if (nc > k_refine_above) {
+        uint32_t sub[1u << k_sub_bits] = {};
+        constexpr uint32_t sub_mask = (1u << k_sub_bits) - 1;
+        for (int64_t i = 0; i < nc; ++i) ++sub[c[i] >> k_sub_shift & sub_mask];
+        uint32_t sb = sub_mask;
+        while (above + static_cast<int64_t>(sub[sb]) < k) above += sub[sb--];
+        int64_t m = 0;
+        for (int64_t i = 0; i < nc; ++i) {  // in place: m <= i
+            const uint32_t key = c[i];
+            c[m] = key;
+            m += (key >> k_sub_shift & sub_mask) == sb ? 1 : 0;
+        }
+        nc = m;
+    }
+    const int64_t need = k - above;  // 1 .. nc
+    std::nth_element(c, c + (need - 1), c + nc, std::greater<>());
+    const uint32_t kth = c[need - 1];
+    int64_t above_kth = above, equal = 0;  // every key equal to the k-th is among the candidates
+    for (int64_t i = 0; i < nc; ++i) {
+        above_kth += c[i] > kth ? 1 : 0;
+        equal += c[i] == kth ? 1 : 0;
     }
     int64_t ties = k - above_kth;  // how many keys equal to the k-th one are taken, lowest index first
     if (ties == equal) {  // every key equal to the k-th is taken (distinct scores): one compress

@@ -85,7 +85,8 @@ TEST(TopK, EqualsTheRankingOnRandomScoresWithTiesZerosInfAndNaN) {
 }
 
 // Long score vectors as the engine ranks them (|GLU| of 8192 neurons; many equal values; one value
-// everywhere), where the k-th best key's 12-bit bucket holds from a few to all of the scores.
+// everywhere), where the k-th best key's 11-bit bucket (and its 8-bit sub-bucket) holds from a few to
+// all of the scores.
 TEST(TopK, EqualsTheRankingOnLongVectors) {
     std::mt19937 rng(9);
     std::normal_distribution<float> nd;
