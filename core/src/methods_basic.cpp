@@ -112,6 +112,7 @@ public:
     method_traits traits() const override {
         method_traits t;
         t.mlp_inputs = true;
+        t.mlp_inputs_shared = true;
         t.down_in = true;
         return t;
     }

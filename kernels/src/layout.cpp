@@ -175,6 +175,22 @@ owned_matrix to_input_major(const tensor_view& w, dtype type) {
     return m;
 }
 
+owned_matrix to_input_major_pair(const tensor_view& a, const tensor_view& b, dtype type) {
+    assert(a.cols == b.cols && a.cols % dtype_block_elems(a.type) == 0 && b.cols % dtype_block_elems(b.type) == 0);
+    assert(a.rows % dtype_block_elems(type) == 0 && b.rows % dtype_block_elems(type) == 0 &&
+           (!dtype_is_quantized(type) || (a.rows % 32 == 0 && b.rows % 32 == 0)) &&
+           "each part fills whole blocks of outputs");
+    owned_matrix m;
+    m.view.type = type;
+    m.view.rows = a.cols;
+    m.view.cols = a.rows + b.rows;
+    uint8_t* dst = aligned_buffer(m.bytes, m.view.bytes());
+    m.view.data = dst;
+    transpose_into(a, type, dst, m.view.row_bytes());
+    transpose_into(b, type, dst + dtype_row_bytes(type, a.rows), m.view.row_bytes());
+    return m;
+}
+
 bool rows_x8_native(dtype t) {
     const dtype form = dtype_rows_x8_form(t);
     return form != t && detail::active_table().rows[static_cast<int>(form)] != nullptr;

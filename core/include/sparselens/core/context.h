@@ -134,7 +134,8 @@ public:
     // dense on the same layout) and the original's file-mapped pages are released, so the weights stay
     // resident once. Gate/up stay row-major when a method also selects neurons (output-sparse rows);
     // when neurons are chosen only after one whole projection (and nothing else needs the other or down
-    // on its own), the other projection and down become one pair layout that replaces both.
+    // on its own), the other projection and down become one pair layout that replaces both; when gate
+    // and up always get the same inputs (method_traits::mlp_inputs_shared: DIP), one [gate | up] layout.
     // layout_bytes() reports the layouts' memory. With a method attached every token runs the
     // single-token sparse path, so prefill and decode execute identical masks and arithmetic (prefill is
     // then slower, never different). Layouts are kept when the next method needs the same ones.
@@ -234,6 +235,11 @@ private:
     struct layer_layouts {
         kernels::owned_matrix t[proj_count];
         bool has[proj_count] = {};
+        // Gate and up as one input-major matrix [gate | up] (kernels::to_input_major_pair) in place of
+        // t[gate] and t[up], for a method set whose gate and up inputs are always the same
+        // (method_traits::mlp_inputs_shared): an active input channel is one contiguous read of both.
+        kernels::owned_matrix gate_up;
+        bool has_gate_up = false;
         kernels::owned_pairs pairs;
         bool has_pairs = false;
     };
@@ -290,6 +296,7 @@ private:
     std::vector<float> m_rope_cos, m_rope_sin;  // [n_ctx][rope_dim / 2]
     // Scratch, sized for n_batch tokens.
     std::vector<float> m_x, m_xb, m_q, m_k, m_v, m_att, m_proj, m_gate, m_up, m_scores;
+    std::vector<float> m_gate_up;  // [gate | up] of one token, from layer_layouts::gate_up
     std::vector<float> m_logits;
 };
 

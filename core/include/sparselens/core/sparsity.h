@@ -76,6 +76,9 @@ struct method_traits {
     bool attn_inputs = false;   // select_attn_inputs (q/k/v)
     bool o_input = false;       // select_o_input
     bool mlp_inputs = false;    // select_mlp_inputs sets gate_in / up_in
+    // ... and always sets up_in equal to gate_in (DIP): the engine may then keep gate and up as one
+    // input-major matrix [gate | up] (an input channel of both is one contiguous read).
+    bool mlp_inputs_shared = false;
     bool neurons_pre = false;   // select_mlp_inputs sets neurons_pre
     bool up_first = false;      // compute up before gate (up pruning)
     bool neurons_post = false;  // select_after_first

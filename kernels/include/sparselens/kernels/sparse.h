@@ -25,6 +25,11 @@ struct owned_matrix {
 // re-quantising along the output dimension when quantized; `out` must then be a multiple of 32).
 // Exact for F32/F16/BF16 targets that can hold the source values (same type, or F32).
 owned_matrix to_input_major(const tensor_view& w, dtype type);
+// Two matrices of one input length side by side: row i holds a's outputs, then b's, each encoded as
+// to_input_major(a, type) / to_input_major(b, type) would (the same bytes per block), so that an input
+// channel of both is one contiguous read. a.rows must fill whole blocks of `type` (at most 32 outputs
+// per block: dtype_block_elems).
+owned_matrix to_input_major_pair(const tensor_view& a, const tensor_view& b, dtype type);
 
 // Whether the active ISA has a kernel of its own for the regrouped form of t (Q4_K: Q4_Kx8r on AVX2 and
 // AVX-512; Q4_0 and Q8_0: Q4_0x8r and Q8_0x8r where the CPU has AVX-512 VNNI). Elsewhere gemv reads such a
