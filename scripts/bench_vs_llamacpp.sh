@@ -4,7 +4,10 @@
 # hits both alike; prints the median of each side and their ratio.
 #
 #   scripts/bench_vs_llamacpp.sh [--threads 2] [--rounds 6] [--prompt 128] [--gen 32] [--json]
-#                                [--method M [--density 0.5]] [--build-dir DIR] FILE.gguf...
+#                                [--method M [--density 0.5]] [--isa avx2] [--build-dir DIR] FILE.gguf...
+#
+# --isa avx2 runs both on AVX2 kernels, as on a laptop without AVX-512: ours with SPARSELENS_ISA=avx2,
+# llama.cpp with only its "haswell" CPU variant (AVX2 + FMA + F16C) on offer instead of the best one.
 #
 # --method also decodes with that sparsity method (at --density, in the same process as our dense run)
 # and sets its speed beside llama.cpp's dense decode: what sparsity buys over the engine a user would
@@ -15,7 +18,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-threads=2 rounds=6 prompt=128 gen=32 json=0 method="" density=0.5 build="$SL_ROOT/build/release" files=()
+threads=2 rounds=6 prompt=128 gen=32 json=0 method="" density=0.5 isa="" build="$SL_ROOT/build/release" files=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --threads) threads="$2"; shift 2 ;;
@@ -25,8 +28,9 @@ while [ $# -gt 0 ]; do
     --json) json=1; shift ;;
     --method) method="$2"; shift 2 ;;
     --density) density="$2"; shift 2 ;;
+    --isa) isa="$2"; shift 2 ;;
     --build-dir) build="$2"; shift 2 ;;
-    -h|--help) sed -n '2,14p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    -h|--help) sed -n '2,17p' "${BASH_SOURCE[0]}"; exit 0 ;;
     *) files+=("$1"); shift ;;
   esac
 done
@@ -38,12 +42,25 @@ peer="$build/tests/peer/sl-llama-peer"
 # Ours re-execs itself with OMP_WAIT_POLICY=passive and a short spin when idle (its default); llama.cpp runs with its own defaults
 # (its CPU backend uses OpenMP too, and a user would not set the variable for it).
 unset OMP_WAIT_POLICY
+case "$isa" in
+  "") ;;
+  avx2)
+    # The peer loads every CPU variant in SL_PEER_LIB_DIR and picks the best: offer it only haswell's.
+    variants="$SL_PEER_DIR/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64"
+    [ -f "$variants/libggml-cpu-haswell.so" ] || { echo "bench_vs_llamacpp: no $variants/libggml-cpu-haswell.so" >&2; exit 2; }
+    only=$(mktemp -d)
+    trap 'rm -rf "$only"' EXIT
+    ln -s "$variants/libggml-cpu-haswell.so" "$only/"
+    export SPARSELENS_ISA=avx2 SL_PEER_LIB_DIR="$only"
+    ;;
+  *) echo "bench_vs_llamacpp: --isa takes avx2 (default: each side's best)" >&2; exit 2 ;;
+esac
 
 pairs=()  # each file, then its calibration or ""
 for f in "${files[@]}"; do pairs+=("$f" "$(sl_calib_for "$f")"); done
 
 python3 - "$ours" "$peer" "$threads" "$rounds" "$prompt" "$gen" "$json" "$method" "$density" "${pairs[@]}" <<'EOF'
-import json, statistics, subprocess, sys
+import json, os, statistics, subprocess, sys
 ours, peer, threads, rounds, prompt, gen, as_json, method, density = sys.argv[1:10]
 calibs = dict(zip(sys.argv[10::2], sys.argv[11::2]))
 files = sys.argv[10::2]
@@ -62,7 +79,7 @@ def run(cmd):
 
 rows = []
 for f in files:
-    o_pp, o_tg, m_tg, t_pp, t_tg, spins = [], [], [], [], [], []
+    o_pp, o_tg, m_tg, t_pp, t_tg, spins, isas = [], [], [], [], [], [], set()
     for r in range(rounds):
         o = run([ours, "bench", f, "--threads", threads, "--prompt-len", prompt, "--gen", gen, "--reps", "1", "--json"]
                 + method_args(f))
@@ -71,12 +88,15 @@ for f in files:
         if method:
             m_tg.append(o["method"]["decode_tokens_per_second"])
         spins.append(o.get("gomp_spincount", "?"))
+        isas.add(o.get("isa", "?"))
         t_pp.append(t["prefill_tok_s"]); t_tg.append(t["decode_tok_s"])
     med = statistics.median
     rows.append({"file": f, "threads": int(threads), "rounds": rounds,
                  "ours_decode": med(o_tg), "llamacpp_decode": med(t_tg), "decode_ratio": med(o_tg) / med(t_tg),
                  "ours_prefill": med(o_pp), "llamacpp_prefill": med(t_pp), "prefill_ratio": med(o_pp) / med(t_pp),
-                 "ours_decode_all": o_tg, "llamacpp_decode_all": t_tg, "ours_spin_counts": spins})
+                 "ours_decode_all": o_tg, "llamacpp_decode_all": t_tg, "ours_spin_counts": spins,
+                 "ours_isa": ",".join(sorted(isas)),
+                 "llamacpp_cpu_variants": "haswell" if os.environ.get("SPARSELENS_ISA") == "avx2" else "best"})
     if method:
         rows[-1].update({"method": method, "density": float(density), "method_decode": med(m_tg),
                          "method_decode_ratio": med(m_tg) / med(t_tg), "method_decode_all": m_tg})
@@ -95,7 +115,8 @@ else:
         for r in rows:
             name = r["file"].rsplit("/", 1)[-1]
             print(f"{name:40s} {r['method_decode']:24.2f} {r['llamacpp_decode']:16.2f} {r['method_decode_ratio']:6.2f}")
-    print(f"medians of {rounds} alternating rounds, {threads} threads")
+    print(f"medians of {rounds} alternating rounds, {threads} threads"
+          + (", both on AVX2 kernels (--isa avx2)" if os.environ.get("SPARSELENS_ISA") == "avx2" else ""))
     counts = sorted({s for r in rows for s in r["ours_spin_counts"]})
     print(f"ours: OMP_WAIT_POLICY=passive, GOMP_SPINCOUNT {', '.join(counts)} (10000 when the CPUs were idle at start; "
           f"'default' = no spin, docs/development.md)")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The speed scripts end to end on stories260K (their shape, not their numbers: a tiny model says nothing
-# about speed): scripts/bench_vs_llamacpp.sh with --method, and scripts/bench_methods.sh, each with --json
-# on this build's binaries; then a bad method name must stop each with one line naming it.
+# about speed): scripts/bench_vs_llamacpp.sh with --method and with --isa avx2, and scripts/bench_methods.sh,
+# each with --json on this build's binaries; then a bad method name must stop each with one line naming it.
 #   tst_bench_scripts.sh SOURCE_DIR BUILD_DIR SHARED_DIR     (exit 77: skipped, no fixture or no peer)
 set -euo pipefail
 src="$1" build="$2" shared="$3"
@@ -30,6 +30,19 @@ text = json.dumps(cells)
 assert "dip" in text and "glu" in text, text[:400]
 print("ok:", round(r["decode_ratio"], 2), round(r["method_decode_ratio"], 2))
 PY
+
+# --isa avx2: ours on its AVX2 kernels, llama.cpp offered only its haswell CPU variant (AVX2 CPUs only).
+if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
+  bash "$src/scripts/bench_vs_llamacpp.sh" --build-dir "$build" --rounds 1 --gen 4 --prompt 8 --isa avx2 --json \
+    "$gguf" > "$tmp/avx2.json"
+  python3 - "$tmp/avx2.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))[0]
+assert r["ours_isa"] == "avx2" and r["llamacpp_cpu_variants"] == "haswell", r
+assert r["ours_decode"] > 0 and r["llamacpp_decode"] > 0, r
+print("ok: --isa avx2")
+PY
+fi
 
 for script in bench_vs_llamacpp bench_methods; do
   flag=--method
