@@ -123,13 +123,11 @@ public:
         return 1.0f;
     }
     void select_mlp_inputs(const token_info& t, std::span<const float> x, layer_masks& m) override {
-        cache_aware_scores(x, m_cache_aware ? t.resident_inputs : nullptr, m_gamma, m_score);
-        top_k_mask(m_score, m_k_in, m.gate_in);
+        top_k_mask(scores(x, t.resident_inputs), m_k_in, m.gate_in);
         m.up_in = m.gate_in;  // one unit = the same input column of both matrices
     }
     void select_down(const token_info& t, std::span<const float> glu, layer_masks& m) override {
-        cache_aware_scores(glu, m_cache_aware ? t.resident_neurons : nullptr, m_gamma, m_score);
-        top_k_mask(m_score, m_k_down, m.down_in);
+        top_k_mask(scores(glu, t.resident_neurons), m_k_down, m.down_in);
     }
     std::vector<std::pair<std::string, std::vector<float>>> per_layer_values() const override {
         return {{"d_in", uniform_share(m_hp.n_layers, m_k_in, m_hp.dim)},
@@ -137,6 +135,18 @@ public:
     }
 
 private:
+    // DIP ranks |v| (the paper's top-k); DIP-CA Eq. 10's scores. Plain DIP skips the normalisation: one
+    // pass instead of three, and no ties made by rounding |v| / ||v||_inf.
+    std::span<const float> scores(std::span<const float> v, const uint8_t* resident) {
+        if (m_cache_aware) {
+            cache_aware_scores(v, resident, m_gamma, m_score);
+        } else {
+            m_score.resize(v.size());
+            for (size_t i = 0; i < v.size(); ++i) m_score[i] = std::fabs(v[i]);
+        }
+        return m_score;
+    }
+
     model_hparams m_hp;
     int64_t m_k_in, m_k_down;
     float m_gamma;
