@@ -80,23 +80,19 @@ private:
     std::vector<float> m_score;
 };
 
-// Eq. 10 of the DIP paper: s = |v| (c + gamma (1 - c)) / ||v||_inf. The normalisation does not change
-// a top-k ranking but keeps scores comparable across tokens for inspection.
+// Eq. 10 of the DIP paper, s = |v| (c + gamma (1 - c)) / ||v||_inf, without the normalisation: a
+// positive factor common to all units cannot change a top-k ranking, but rounding the quotients could
+// make ties that |v| does not have (and cost two more passes). So gamma = 1, and DIP (no residency:
+// c = 1), rank exactly |v|.
 void cache_aware_scores(std::span<const float> v, const uint8_t* resident, float gamma, std::vector<float>& s) {
     s.resize(v.size());
-    // ||v||_inf over 8 running maxima (exact in any order; NaN never wins, as in one chain): one chain of
-    // maxss latencies took 4.7 us for 8192 neurons, these 1.7 (-O3, warm).
-    float part[8] = {};
-    size_t i8 = 0;
-    for (; i8 + 8 <= v.size(); i8 += 8)
-        for (int j = 0; j < 8; ++j) part[j] = std::max(part[j], std::fabs(v[i8 + j]));
-    float inf_norm = 0.0f;
-    for (; i8 < v.size(); ++i8) inf_norm = std::max(inf_norm, std::fabs(v[i8]));
-    for (float p : part) inf_norm = std::max(inf_norm, p);
-    const float inv = inf_norm > 0.0f ? 1.0f / inf_norm : 0.0f;
+    if (!resident) {
+        for (size_t i = 0; i < v.size(); ++i) s[i] = std::fabs(v[i]);
+        return;
+    }
     for (size_t i = 0; i < v.size(); ++i) {
-        const float c = resident ? static_cast<float>(resident[i] != 0) : 1.0f;
-        s[i] = std::fabs(v[i]) * (c + gamma * (1.0f - c)) * inv;
+        const float c = static_cast<float>(resident[i] != 0);
+        s[i] = std::fabs(v[i]) * (c + gamma * (1.0f - c));
     }
 }
 
@@ -123,11 +119,13 @@ public:
         return 1.0f;
     }
     void select_mlp_inputs(const token_info& t, std::span<const float> x, layer_masks& m) override {
-        top_k_mask(scores(x, t.resident_inputs), m_k_in, m.gate_in);
+        cache_aware_scores(x, m_cache_aware ? t.resident_inputs : nullptr, m_gamma, m_score);
+        top_k_mask(m_score, m_k_in, m.gate_in);
         m.up_in = m.gate_in;  // one unit = the same input column of both matrices
     }
     void select_down(const token_info& t, std::span<const float> glu, layer_masks& m) override {
-        top_k_mask(scores(glu, t.resident_neurons), m_k_down, m.down_in);
+        cache_aware_scores(glu, m_cache_aware ? t.resident_neurons : nullptr, m_gamma, m_score);
+        top_k_mask(m_score, m_k_down, m.down_in);
     }
     std::vector<std::pair<std::string, std::vector<float>>> per_layer_values() const override {
         return {{"d_in", uniform_share(m_hp.n_layers, m_k_in, m_hp.dim)},
@@ -135,18 +133,6 @@ public:
     }
 
 private:
-    // DIP ranks |v| (the paper's top-k); DIP-CA Eq. 10's scores. Plain DIP skips the normalisation: one
-    // pass instead of three, and no ties made by rounding |v| / ||v||_inf.
-    std::span<const float> scores(std::span<const float> v, const uint8_t* resident) {
-        if (m_cache_aware) {
-            cache_aware_scores(v, resident, m_gamma, m_score);
-        } else {
-            m_score.resize(v.size());
-            for (size_t i = 0; i < v.size(); ++i) m_score[i] = std::fabs(v[i]);
-        }
-        return m_score;
-    }
-
     model_hparams m_hp;
     int64_t m_k_in, m_k_down;
     float m_gamma;
