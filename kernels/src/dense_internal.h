@@ -141,6 +141,18 @@ bool cpu_prefers_row_streams();
 // 14336 45.3 / 42.7 -> 4 rows prefetched 53.9 / 48.7; BF16 2048 x 5632 one row into L2 34.4 -> into L1
 // 37.9, 4096 x 14336 32.1 -> 4 rows 45.0; F32 alike within noise (49.0 -> 49.5, 59.4 -> 58.0).
 bool float_x_fits_l1(int64_t cols);
+// Whether the input-sparse Q4_0x8 rows run through the AVX2 chunk rather than the AVX-512 VNNI one (the
+// same bits; sparse_avx512.cpp): on AMD family 1Ah (Zen 5) and later. On a Zen 5 VM, in one process
+// alternating the two, 2 threads, 50% random channels, 21 rounds each, AVX2 over VNNI per round
+// (medians): 2048-output rows (1152 bytes: llama-1b's down) 1.085 / 1.131 / 1.125, 1.159 at 30%; 1024
+// outputs 1.149; 4096 outputs 1.025; 8192 outputs (gate or up) 1.080 / 1.151 / 1.037 / 1.091 / 0.964;
+// 16384 (DIP's gate|up) 1.121 / 1.085 / 1.094 / 1.110 / 0.927 / 0.993. In the engine (`bench --stages`,
+// l1b Q4_0, 50%, builds alternating x3 / x6) the stages' excess over their at-pattern ideal fell:
+// DIP's down median 1.03 -> 0.55 ms per token (short rows only), gate|up 1.06 -> 0.88, TEAL's gate/up
+// 1.56 -> 0.95. On the Zen 4 of stop 26 the VNNI chunks gained DIP and TEAL 2-8 points of their ideal
+// in 10 of 12 pairs against these, so other CPUs keep them. Q8_0x8 and Q6_0x8 at 2048 outputs measured
+// 1.011 and 0.915 here: VNNI.
+bool cpu_prefers_avx2_q4_0x8_chunk();
 // Groups of the regrouped Q4_0x8r / Q4_Kx8r rows read side by side there (q40_r8_avx512.h).
 inline constexpr int k_rows_x8_streams = 4;
 

@@ -98,6 +98,18 @@ bool cpu_prefers_row_streams() {
     return intel;
 }
 
+bool cpu_prefers_avx2_q4_0x8_chunk() {
+    static const bool zen5 = [] {
+        __builtin_cpu_init();
+        if (!__builtin_cpu_is("amd")) return false;
+        unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+        if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
+        const unsigned base = (eax >> 8) & 0xf, ext = (eax >> 20) & 0xff;
+        return (base == 0xf ? base + ext : base) >= 0x1a;
+    }();
+    return zen5;
+}
+
 bool float_x_fits_l1(int64_t cols) {
     static const int64_t limit = [] {
         const long l1 = sysconf(_SC_LEVEL1_DCACHE_SIZE);

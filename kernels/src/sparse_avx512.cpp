@@ -184,15 +184,10 @@ const sparse_table& sparse_avx512_table() {
         add_int8_x8_chunks_avx2(k);  // AVX-512 CPUs have AVX2; replaced below where VNNI and VBMI exist
         const chunk_fn q4_0x8_avx2 = k.chunk[static_cast<int>(dtype::q4_0x8)];
         add_vnni_chunks(k);
-        // Short Q4_0x8 rows keep the AVX2 chunk (the same bits): from DRAM it read them faster than the
-        // VNNI chunk, whose edge shows from cache (Q4_0x8 in L2, one thread: 28.9 against 24.7 GB/s).
-        // In one process, alternating, 2 threads, 50% random channels (gemv_input_sparse, /tmp harness,
-        // Zen 5), AVX2 over VNNI per round, medians of 21 rounds: 2048-output rows (1152 bytes: llama-1b's
-        // down) 1.085, 1.131, 1.125, and 1.159 at 30%; 1024 outputs 1.149; 4096 outputs (2304 bytes)
-        // 1.025; 8192 outputs 1.091 and 0.964; gate|up's 16384 1.110, 0.927, 0.993. Q8_0x8 and Q6_0x8 at
-        // 2048 outputs: 1.011 and 0.915.
-        if (k.chunk[static_cast<int>(dtype::q4_0x8)] != q4_0x8_avx2)
-            k.short_chunk[static_cast<int>(dtype::q4_0x8)] = q4_0x8_avx2;
+        // Q4_0x8 keeps the AVX2 chunk (the same bits) where it reads memory faster than the VNNI one
+        // (cpu_prefers_avx2_q4_0x8_chunk), whose edge shows from cache (Q4_0x8 in L2, one thread: 28.9
+        // against 24.7 GB/s).
+        if (cpu_prefers_avx2_q4_0x8_chunk()) k.chunk[static_cast<int>(dtype::q4_0x8)] = q4_0x8_avx2;
         return k;
     }();
     return t;

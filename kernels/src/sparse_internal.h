@@ -159,19 +159,7 @@ struct sparse_table {
     axpy_fn axpy[n_dtypes] = {};
     dots_fn dots[n_dtypes] = {};    // indexed by dtype; null (scalar ISA): the dense rows kernel is used
     chunk_fn chunk[n_dtypes] = {};  // indexed by dtype; null: the input-sparse driver sums axpy groups
-    // Indexed by dtype; where not null, the chunk for rows of at most k_short_chunk_row_bytes: another
-    // chunk with the same bits (chunk_for; sparse_avx512.cpp says which and why).
-    chunk_fn short_chunk[n_dtypes] = {};
 };
-
-inline constexpr int64_t k_short_chunk_row_bytes = 2048;
-
-// The chunk that sums input-major rows of `type` and row_bytes bytes (null: none; the driver then sums
-// axpy groups). Either one gives the same bits, so no result depends on the choice.
-inline chunk_fn chunk_for(const sparse_table& t, dtype type, int64_t row_bytes) {
-    const chunk_fn s = t.short_chunk[static_cast<int>(type)];
-    return s && row_bytes <= k_short_chunk_row_bytes ? s : t.chunk[static_cast<int>(type)];
-}
 
 // Gathered-row dots of the types decoded through quant_unpack.h (quant_rows_avx2.cpp), for the
 // AVX2 and AVX-512 tables: the same row kernel as their dense rows, so results equal gemv's.
