@@ -144,7 +144,23 @@ const sparse_table& active_sparse_table() {
     return sparse_scalar_table();
 }
 
+namespace {
+std::atomic<bool>& avx2_q4_0x8_switch() {
+    static std::atomic<bool> on{cpu_prefers_avx2_q4_0x8_chunk()};
+    return on;
+}
+}  // namespace
+
+bool avx2_q4_0x8_chunk_on() { return avx2_q4_0x8_switch().load(std::memory_order_relaxed); }
+
 }  // namespace detail
+
+bool avx2_q4_0x8_chunk() { return detail::avx2_q4_0x8_chunk_on(); }
+
+bool set_avx2_q4_0x8_chunk(bool on) {
+    detail::avx2_q4_0x8_switch().store(on, std::memory_order_relaxed);
+    return detail::active_sparse_table().q4_0x8_avx2 != nullptr;
+}
 
 // ---- Input-sparse GEMV -----------------------------------------------------------------------------
 
@@ -222,7 +238,7 @@ void input_sparse_range(const tensor_view& wt, const float* x, const int32_t* id
                         int64_t o1, float* dst, int64_t max_panel) {
     const int64_t panel = balanced_panel(o1 - o0, max_panel, output_unit(wt.type));
     const detail::sparse_table& st = detail::active_sparse_table();
-    if (const detail::chunk_fn chunk = st.chunk[static_cast<int>(wt.type)]) {
+    if (const detail::chunk_fn chunk = detail::chunk_of(st, wt.type)) {
         input_sparse_chunks(chunk, wt, x, idx, k0, k1, o0, o1, dst, panel);
         return;
     }
@@ -532,7 +548,7 @@ void fused_rows(const neuron_rows& r, const float* x, const int32_t* idx, int64_
     const detail::axpy_fn axpy = detail::active_sparse_table().axpy[static_cast<int>(r.down_type)];
     const detail::dots_fn dots = detail::active_sparse_table().dots[static_cast<int>(r.type)];
     const detail::axpy_fn add_f32 = detail::active_sparse_table().axpy[static_cast<int>(dtype::f32)];
-    const detail::chunk_fn chunk = detail::active_sparse_table().chunk[static_cast<int>(r.down_type)];
+    const detail::chunk_fn chunk = detail::chunk_of(detail::active_sparse_table(), r.down_type);
     const int64_t down_call = input_sparse_chunk_channels(dtype_row_bytes(r.down_type, dim));
     const auto gate_row = [&](int32_t j) { return r.gate + j * r.stride; };
     const auto up_row = [&](int32_t j) { return r.up + j * r.stride; };

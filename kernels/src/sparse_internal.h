@@ -159,7 +159,18 @@ struct sparse_table {
     axpy_fn axpy[n_dtypes] = {};
     dots_fn dots[n_dtypes] = {};    // indexed by dtype; null (scalar ISA): the dense rows kernel is used
     chunk_fn chunk[n_dtypes] = {};  // indexed by dtype; null: the input-sparse driver sums axpy groups
+    // The AVX2 chunk for Q4_0x8 beside a VNNI chunk[q4_0x8] (AVX-512 table; null elsewhere): chunk_of.
+    chunk_fn q4_0x8_avx2 = nullptr;
 };
+
+// Whether chunk_of takes sparse_table::q4_0x8_avx2 where there is one (kernels::set_avx2_q4_0x8_chunk).
+bool avx2_q4_0x8_chunk_on();
+
+// The chunk that sums input-major rows of `type` (null: none; the driver then sums axpy groups).
+inline chunk_fn chunk_of(const sparse_table& t, dtype type) {
+    if (type == dtype::q4_0x8 && t.q4_0x8_avx2 && avx2_q4_0x8_chunk_on()) return t.q4_0x8_avx2;
+    return t.chunk[static_cast<int>(type)];
+}
 
 // Gathered-row dots of the types decoded through quant_unpack.h (quant_rows_avx2.cpp), for the
 // AVX2 and AVX-512 tables: the same row kernel as their dense rows, so results equal gemv's.

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "sparselens/kernels/kernels.h"
@@ -47,8 +48,35 @@ inline std::vector<kernels::isa> isas() {
 // Restores dispatch after a test that switches ISAs.
 struct isa_guard {
     kernels::isa saved = kernels::active_isa();
-    ~isa_guard() { kernels::set_active_isa(saved); }
+    bool saved_q4_0x8 = kernels::avx2_q4_0x8_chunk();
+    ~isa_guard() {
+        kernels::set_avx2_q4_0x8_chunk(saved_q4_0x8);
+        kernels::set_active_isa(saved);
+    }
 };
+
+// isas(), with the AVX-512 ISA a second time on the other of its two Q4_0x8 input-sparse chunks where
+// its table has both (kernels::set_avx2_q4_0x8_chunk): every chunk kernel is reached on any CPU.
+struct isa_run {
+    kernels::isa i;
+    bool avx2_q4_0x8;
+    void apply() const {
+        kernels::set_active_isa(i);
+        kernels::set_avx2_q4_0x8_chunk(avx2_q4_0x8);
+    }
+    std::string name() const {
+        return std::string(kernels::isa_name(i)) + (i == kernels::isa::avx512 && avx2_q4_0x8 ? "+avx2-q4_0x8" : "");
+    }
+};
+inline std::vector<isa_run> isa_runs() {
+    std::vector<isa_run> out;
+    for (kernels::isa i : isas()) {
+        out.push_back({i, false});
+        kernels::set_active_isa(i);
+        if (i == kernels::isa::avx512 && kernels::set_avx2_q4_0x8_chunk(true)) out.push_back({i, true});
+    }
+    return out;
+}
 
 inline double half_value(uint16_t h) {
     const int e = (h >> 10) & 0x1f, m = h & 0x3ff;

@@ -314,10 +314,10 @@ TEST(sparse, input_sparse_integer_chunks_are_exact) {
                 const auto chunk = static_cast<size_t>(k::input_sparse_chunk_channels(wt.view.row_bytes()));
                 const std::vector<float> model = sliced ? sliced_chunks_model(t, rows, xs, out, 32, chunk)
                                                         : integer_chunks_model(t, rows, xs, out, chunk);
-                for (k::isa i : isas()) {
-                    k::set_active_isa(i);
+                for (const isa_run& run : isa_runs()) {
+                    run.apply();
                     if (!k::input_sparse_rounds_activations(t)) continue;
-                    SCOPED_TRACE(::testing::Message() << sl::dtype_name(t) << " " << k::isa_name(i) << " " << out << "x"
+                    SCOPED_TRACE(::testing::Message() << sl::dtype_name(t) << " " << run.name() << " " << out << "x"
                                                       << in << " density " << d.name);
                     std::vector<float> y(static_cast<size_t>(out), -7.0f);
                     k::gemv_input_sparse(wt.view, x.data(), idx.data(), static_cast<int64_t>(idx.size()), y.data(), 1);
@@ -344,12 +344,12 @@ TEST(sparse, input_sparse_integer_chunks_are_exact) {
         }
         const auto chunk = static_cast<size_t>(k::input_sparse_chunk_channels(wt.view.row_bytes()));
         const std::vector<float> model = sliced_chunks_model(t, rows, x, out, 32, chunk);
-        for (k::isa i : isas()) {
-            k::set_active_isa(i);
+        for (const isa_run& run : isa_runs()) {
+            run.apply();
             if (!k::input_sparse_rounds_activations(t)) continue;
             std::vector<float> y(static_cast<size_t>(out));
             k::gemv_input_sparse(wt.view, x.data(), idx.data(), in, y.data(), 1);
-            EXPECT_TRUE(same_bits(model, y.data())) << sl::dtype_name(t) << " " << k::isa_name(i) << " ties";
+            EXPECT_TRUE(same_bits(model, y.data())) << sl::dtype_name(t) << " " << run.name() << " ties";
             ++checked;
         }
     }
@@ -377,10 +377,10 @@ TEST(sparse, fused_down_columns_are_exact_integer_chunks) {
             for (const density& d : k_densities) {
                 const std::vector<int32_t> idx = make_idx(hidden, d, true, 60 + hidden);
                 if (idx.empty()) continue;
-                for (k::isa i : isas()) {
-                    k::set_active_isa(i);
+                for (const isa_run& run : isa_runs()) {
+                    run.apply();
                     if (!k::input_sparse_rounds_activations(dt)) continue;
-                    SCOPED_TRACE(::testing::Message() << sl::dtype_name(dt) << " " << k::isa_name(i) << " dim " << dim
+                    SCOPED_TRACE(::testing::Message() << sl::dtype_name(dt) << " " << run.name() << " dim " << dim
                                                       << " density " << d.name);
                     std::vector<float> scratch(static_cast<size_t>(k::fused_mlp_scratch_floats(dim, 1)));
                     std::vector<float> y(static_cast<size_t>(dim)), glu(idx.size());

@@ -23,6 +23,13 @@ const char* isa_name(isa i);
 bool amx_available();
 bool amx_enabled();
 bool set_amx_enabled(bool on);
+// Which of the AVX-512 VNNI table's two input-sparse chunks for Q4_0x8 rows runs (the same bits): the AVX2
+// one (switch on; the default on CPUs that read memory faster through it, AMD Zen 5 and later:
+// dense_internal.h, cpu_prefers_avx2_q4_0x8_chunk) or the VNNI one. For tests (both kernels reachable on
+// any such CPU) and A/B runs. avx2_q4_0x8_chunk() reads the switch; set_avx2_q4_0x8_chunk sets it and
+// returns whether it chooses anything under the active ISA (its table has both chunks).
+bool avx2_q4_0x8_chunk();
+bool set_avx2_q4_0x8_chunk(bool on);
 
 float fp16_to_fp32(uint16_t h);
 uint16_t fp32_to_fp16(float f);  // round to nearest even
