@@ -148,7 +148,7 @@ bool float_x_fits_l1(int64_t cols);
 // outputs 1.149; 4096 outputs 1.025; 8192 outputs (gate or up) 1.080 / 1.151 / 1.037 / 1.091 / 0.964;
 // 16384 (DIP's gate|up) 1.121 / 1.085 / 1.094 / 1.110 / 0.927 / 0.993. In the engine (`bench --stages`,
 // l1b Q4_0, 50%, builds alternating x3 / x6) the stages' excess over their at-pattern ideal fell:
-// DIP's down median 1.03 -> 0.55 ms per token (short rows only), gate|up 1.06 -> 0.88, TEAL's gate/up
+// DIP's down median 1.03 -> 0.55 ms per token, gate|up 1.06 -> 0.88, TEAL's gate/up
 // 1.56 -> 0.95. On the Zen 4 of stop 26 the VNNI chunks gained DIP and TEAL 2-8 points of their ideal
 // in 10 of 12 pairs against these, so other CPUs keep them. Q8_0x8 and Q6_0x8 at 2048 outputs measured
 // 1.011 and 0.915 here: VNNI.

@@ -27,8 +27,8 @@ struct owned_matrix {
 owned_matrix to_input_major(const tensor_view& w, dtype type);
 // Two matrices of one input length side by side: row i holds a's outputs, then b's, each encoded as
 // to_input_major(a, type) / to_input_major(b, type) would (the same bytes per block), so that an input
-// channel of both is one contiguous read. a.rows must fill whole blocks of `type` (at most 32 outputs
-// per block: dtype_block_elems).
+// channel of both is one contiguous read. a.rows and b.rows must fill whole blocks of `type`
+// (dtype_block_elems: 256 outputs for the x8 forms).
 owned_matrix to_input_major_pair(const tensor_view& a, const tensor_view& b, dtype type);
 
 // Whether the active ISA has a kernel of its own for the regrouped form of t (Q4_K: Q4_Kx8r on AVX2 and
