@@ -1,6 +1,6 @@
 // DIP's gate and up as one input-major matrix [gate | up] (context::set_method, method_traits::
 // mlp_inputs_shared) against the two separate layouts it replaces, on synthetic llama models of every
-// input-major layout family (F32, F16, Q8_0x8, Q4_0x8, Q4_K's replacement), 1 and 2 threads: the same
+// input-major layout family the synthetic writer makes (F32, F16, BF16, Q8_0x8, Q4_0x8), 1 and 2 threads: the same
 // logits bit for bit, the same read densities, no more layout bytes, and the read log shows one read
 // per chosen channel of both matrices. At density 1 DIP plans no layout (both run row-major). The rows
 // here are short (the kernels split them by channels either way; see set_method on longer rows).
@@ -72,10 +72,10 @@ run decode_tokens(const sl::model& m, sl::sparsity_method& method, int threads) 
 TEST(GateUpLayout, EqualsTheSeparateLayoutsBitForBit) {
     const fs::path dir = fs::temp_directory_path() / ("sparselens_gate_up_" + std::to_string(::getpid()));
     fs::create_directories(dir);
-    for (const sl::dtype type : {sl::dtype::f32, sl::dtype::f16, sl::dtype::q8_0, sl::dtype::q4_0, sl::dtype::q4_k}) {
+    for (const sl::dtype type : {sl::dtype::f32, sl::dtype::f16, sl::dtype::bf16, sl::dtype::q8_0, sl::dtype::q4_0}) {
         SCOPED_TRACE(sl::dtype_name(type));
         sl::synthetic_params p = sl::synthetic_default_params();
-        p.shape = "small";  // dim 256, hidden 768: whole x8 groups (256 outputs) and Q4_K super-blocks
+        p.shape = "small";  // dim 256, hidden 768: whole x8 groups (256 outputs)
         p.type = type;
         p.path = (dir / (std::string(sl::dtype_name(type)) + ".gguf")).string();
         ASSERT_TRUE(sl::synthetic_write(p).ok());

@@ -215,6 +215,12 @@ TEST_F(synthetic, shapes_and_errors) {
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.message().rfind(p.path + ": ", 0), 0u) << r.message();
     p.shape = "tiny";
+    p.type = sl::dtype::q4_k;  // no encoder here: a one-line error, not an assertion or garbage blocks
+    r = sl::synthetic_write(p);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.message().find("q4_0"), std::string::npos) << r.message();
+    EXPECT_FALSE(fs::exists(p.path));
+    p.type = sl::dtype::f32;
     p.path = path("no/such/dir/x.gguf");
     EXPECT_FALSE(sl::synthetic_write(p).ok());
 }
