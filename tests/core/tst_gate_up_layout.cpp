@@ -20,19 +20,22 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The inner method with mlp_inputs_shared cleared: the engine then keeps gate and up apart.
-class apart final : public sl::sparsity_method {
+// The inner method with mlp_inputs_shared set as told; `uneven` also drops the first of gate's chosen
+// channels from up's (a method breaking the promise, to reach the engine's exact fallback).
+class wrapped final : public sl::sparsity_method {
 public:
-    explicit apart(sl::sparsity_method& inner) : m_in(inner) {}
+    wrapped(sl::sparsity_method& inner, bool shared, bool uneven = false)
+        : m_in(inner), m_shared(shared), m_uneven(uneven) {}
     std::string name() const override { return m_in.name(); }
     sl::method_traits traits() const override {
         sl::method_traits t = m_in.traits();
-        t.mlp_inputs_shared = false;
+        t.mlp_inputs_shared = m_shared;
         return t;
     }
     float planned_input_density(int32_t l, sl::proj p) const override { return m_in.planned_input_density(l, p); }
     void select_mlp_inputs(const sl::token_info& t, std::span<const float> x, sl::layer_masks& m) override {
         m_in.select_mlp_inputs(t, x, m);
+        if (m_uneven && !m.up_in.all && !m.up_in.idx.empty()) m.up_in.idx.erase(m.up_in.idx.begin());
     }
     void select_down(const sl::token_info& t, std::span<const float> glu, sl::layer_masks& m) override {
         m_in.select_down(t, glu, m);
@@ -40,6 +43,7 @@ public:
 
 private:
     sl::sparsity_method& m_in;
+    bool m_shared, m_uneven;
 };
 
 struct run {
@@ -90,7 +94,7 @@ TEST(GateUpLayout, EqualsTheSeparateLayoutsBitForBit) {
             auto dip = sl::make_method(c, *m, nullptr);
             ASSERT_TRUE(dip.ok()) << dip.message();
             ASSERT_TRUE((*dip)->traits().mlp_inputs_shared);
-            apart separate(**dip);
+            wrapped separate(**dip, false);
             for (const int threads : {1, 2}) {
                 SCOPED_TRACE(threads);
                 const run one = decode_tokens(*m, **dip, threads);
@@ -128,6 +132,38 @@ TEST(GateUpLayout, EqualsTheSeparateLayoutsBitForBit) {
                 EXPECT_EQ(joined_row, 2 * apart_row);
                 EXPECT_EQ(apart_row, sl::dtype_row_bytes(sl::kernels::input_major_type(lw0.w_up), lw0.w_up.rows));
             }
+        }
+    }
+    fs::remove_all(dir);
+}
+
+// A method that claims mlp_inputs_shared but gives up fewer channels than gate: the joined layout runs
+// twice (gate's channels, then up's) and must equal the separate layouts on the same masks.
+TEST(GateUpLayout, UnevenMasksFallBackExactly) {
+    const fs::path dir = fs::temp_directory_path() / ("sparselens_gate_up_uneven_" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    sl::synthetic_params p = sl::synthetic_default_params();
+    p.shape = "small";
+    p.type = sl::dtype::q4_0;
+    p.path = (dir / "q4_0.gguf").string();
+    ASSERT_TRUE(sl::synthetic_write(p).ok());
+    auto m = sl::model_load(p.path);
+    ASSERT_TRUE(m.ok()) << m.message();
+    sl::method_config c = sl::method_default_config();
+    c.name = "dip";
+    c.density = 0.3f;
+    auto dip = sl::make_method(c, *m, nullptr);
+    ASSERT_TRUE(dip.ok()) << dip.message();
+    wrapped claims(**dip, true, true), honest(**dip, false, true);
+    for (const int threads : {1, 2}) {
+        const run one = decode_tokens(*m, claims, threads);
+        const run two = decode_tokens(*m, honest, threads);
+        ASSERT_FALSE(one.logits.empty());
+        EXPECT_EQ(one.logits, two.logits);
+        for (size_t l = 0; l < one.read.size(); ++l) {
+            EXPECT_EQ(one.read[l].d[4], two.read[l].d[4]);  // gate
+            EXPECT_EQ(one.read[l].d[5], two.read[l].d[5]);  // up: one channel fewer than gate's
+            EXPECT_LT(one.read[l].d[5], one.read[l].d[4]);
         }
     }
     fs::remove_all(dir);
