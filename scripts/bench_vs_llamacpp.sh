@@ -46,7 +46,7 @@ case "$isa" in
   "") ;;
   avx2)
     # The peer loads every CPU variant in SL_PEER_LIB_DIR and picks the best: offer it only haswell's.
-    variants="$SL_PEER_DIR/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64"
+    variants="$SL_PEER_DIR/lib"  # sl_install_peer's link to the package's CPU variants
     [ -f "$variants/libggml-cpu-haswell.so" ] || { echo "bench_vs_llamacpp: no $variants/libggml-cpu-haswell.so" >&2; exit 2; }
     only=$(mktemp -d)
     trap 'rm -rf "$only"' EXIT

@@ -102,19 +102,19 @@ void context::set_method(sparsity_method* method) {
     const bool shared_in = (!m_traits.mlp_inputs || m_traits.mlp_inputs_shared) &&
                            (!r.mlp_inputs || r.mlp_inputs_shared);
     const bool gate_up_ok = mlp_in && shared_in && !neurons && !fused && !pairs && !m_mlp_source;
-    auto gate_up_one = [&](size_t l) {
-        if (!gate_up_ok || !needed(l, gi) || !needed(l, ui)) return false;
+    std::vector<uint8_t> joined(n_layers, 0);  // per layer: one [gate | up] layout
+    for (size_t l = 0; l < n_layers && gate_up_ok; ++l) {
         const layer_weights& lw = m_model->layers[l];
         const dtype t = kernels::input_major_type(lw.w_gate);
-        return t == kernels::input_major_type(lw.w_up) && lw.w_gate.cols == lw.w_up.cols &&
-               lw.w_gate.rows % dtype_block_elems(t) == 0 && lw.w_up.rows % dtype_block_elems(t) == 0 &&
-               (!dtype_is_quantized(t) || lw.w_gate.rows % 32 == 0);
-    };
-    auto separate = [&](size_t l, int p) { return needed(l, p) && !((p == gi || p == ui) && gate_up_one(l)); };
+        joined[l] = needed(l, gi) && needed(l, ui) && t == kernels::input_major_type(lw.w_up) &&
+                    lw.w_gate.cols == lw.w_up.cols && lw.w_gate.rows % dtype_block_elems(t) == 0 &&
+                    lw.w_up.rows % dtype_block_elems(t) == 0;
+    }
+    auto separate = [&](size_t l, int p) { return needed(l, p) && !((p == gi || p == ui) && joined[l]); };
     bool same = m_layouts.size() == n_layers;
     for (size_t l = 0; l < n_layers && same; ++l) {
         same = m_layouts[l].has_pairs == pairs && (!pairs || m_layouts[l].pairs.view.gate_rows == up_first);
-        same = same && m_layouts[l].has_gate_up == gate_up_one(l);
+        same = same && m_layouts[l].has_gate_up == (joined[l] != 0);
         for (int p = 0; p < proj_count; ++p) same = same && m_layouts[l].has[p] == separate(l, p);
     }
     if (!same) {
@@ -122,7 +122,7 @@ void context::set_method(sparsity_method* method) {
         m_layouts.resize(n_layers);
         m_released_bytes = 0;
         for (size_t l = 0; l < n_layers; ++l) {
-            if (gate_up_one(l)) {
+            if (joined[l]) {
                 const layer_weights& lw = m_model->layers[l];
                 m_layouts[l].gate_up =
                     kernels::to_input_major_pair(lw.w_gate, lw.w_up, kernels::input_major_type(lw.w_gate));
@@ -167,8 +167,8 @@ void context::set_method(sparsity_method* method) {
             const bool read_whole = !pre && one_first && p == first;  // computed before any neuron is chosen
             const bool rows_used = mlp && !down && (fused || (neurons && !read_whole));
             const bool paired = pairs && (down || p == static_cast<int>(up_first ? proj::gate : proj::up));
-            const bool joined = m_layouts[l].has_gate_up && mlp && !down;
-            if (m_layouts[l].has[p] || joined || rows_used || paired || (mlp && (m_mlp_source || split || fused)))
+            const bool in_gate_up = m_layouts[l].has_gate_up && mlp && !down;
+            if (m_layouts[l].has[p] || in_gate_up || rows_used || paired || (mlp && (m_mlp_source || split || fused)))
                 m_rows_read[l] = static_cast<uint8_t>(m_rows_read[l] | 1u << p);
         }
     }
