@@ -1,5 +1,7 @@
 #include "sparselens/kernels/openmp_policy.h"
 
+#include <omp.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -41,6 +43,32 @@ unsigned long long own_jiffies() {
     return utime + stime;
 }
 
+// With OMP_PROC_BIND or OMP_PLACES (or GOMP_CPU_AFFINITY) set, libgomp pins the initial thread to the first
+// place while it loads, before main() runs, and execv keeps that one-CPU mask: the re-executed process
+// then counted one CPU and ran everything on one thread (`OMP_PROC_BIND=true sparselens bench` reported
+// threads 1 on a 2-CPU machine, half the prefill speed). The places libgomp built cover the CPUs the
+// process was started with (or those the user's OMP_PLACES names): their union becomes the mask again
+// before the exec. No places (no binding asked for): the mask was never touched.
+void restore_affinity_of_places() {
+    const int n_places = omp_get_num_places();
+    if (n_places <= 0) return;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    int any = 0;
+    for (int p = 0; p < n_places; ++p) {
+        const int n = omp_get_place_num_procs(p);
+        if (n <= 0) continue;
+        int ids[CPU_SETSIZE];
+        omp_get_place_proc_ids(p, ids);
+        for (int i = 0; i < n && i < CPU_SETSIZE; ++i) {
+            if (ids[i] < 0 || ids[i] >= CPU_SETSIZE) continue;
+            CPU_SET(ids[i], &set);
+            ++any;
+        }
+    }
+    if (any > 0) sched_setaffinity(0, sizeof set, &set);  // on failure the exec'd process keeps one CPU
+}
+
 }  // namespace
 
 bool cpus_idle_at_start() {
@@ -68,6 +96,7 @@ void prefer_passive_openmp(char** argv) {
     setenv("OMP_WAIT_POLICY", "passive", 1);
     if (std::getenv("GOMP_SPINCOUNT") == nullptr && cpus_idle_at_start())
         setenv("GOMP_SPINCOUNT", k_idle_spin_count, 1);
+    restore_affinity_of_places();
     execv("/proc/self/exe", argv);  // only returns on failure: then carry on with the default policy
 }
 
