@@ -351,6 +351,9 @@ int run_bench(const bench_opts& o) {
     nlohmann::json j;
     j["threads"] = threads;
     j["isa"] = kernels::isa_name(kernels::active_isa());
+    // Which of two same-bits kernels sums Q4_0x8 input-major rows (a CPU choice, kernels.h): methods that
+    // read Q4_0 (or Q4_K / IQ4) matrices by input run through it.
+    j["q4_0x8_chunk"] = kernels::q4_0x8_chunk_name();
     if (o.no_amx) kernels::set_amx_enabled(false);
     j["amx"] = kernels::amx_enabled();
     // How idle workers waited (prefer_passive_openmp): part of what a decode number means.
@@ -358,9 +361,10 @@ int run_bench(const bench_opts& o) {
     j["omp_wait_policy"] = policy;
     j["gomp_spincount"] = spin;
     if (!o.json)
-        std::printf("threads    %d, OpenMP wait policy %s, spin count %s, ISA %s%s\n", threads, policy.c_str(),
-                    spin.c_str(), kernels::isa_name(kernels::active_isa()),
-                    kernels::amx_enabled() ? " (prefill on AMX tiles)" : o.no_amx ? " (AMX off)" : "");
+        std::printf("threads    %d, OpenMP wait policy %s, spin count %s, ISA %s%s, Q4_0x8 input-sparse chunk %s\n",
+                    threads, policy.c_str(), spin.c_str(), kernels::isa_name(kernels::active_isa()),
+                    kernels::amx_enabled() ? " (prefill on AMX tiles)" : o.no_amx ? " (AMX off)" : "",
+                    kernels::q4_0x8_chunk_name());
 
     double membw = 0.0;
     if (o.membw) {

@@ -162,6 +162,12 @@ bool set_avx2_q4_0x8_chunk(bool on) {
     return detail::active_sparse_table().q4_0x8_avx2 != nullptr;
 }
 
+const char* q4_0x8_chunk_name() {
+    if (active_isa() == isa::scalar) return "scalar";
+    const detail::sparse_table& t = detail::active_sparse_table();
+    return t.q4_0x8_avx2 && !detail::avx2_q4_0x8_chunk_on() ? "avx512-vnni" : "avx2";
+}
+
 // ---- Input-sparse GEMV -----------------------------------------------------------------------------
 
 namespace {

@@ -1,7 +1,8 @@
 // The executables' OpenMP start-up (kernels::prefer_passive_openmp re-executes once with a passive wait
 // policy): a user's OpenMP thread binding must not cost threads. libgomp pins the initial thread to its
 // first place before main() runs when OMP_PROC_BIND / OMP_PLACES / GOMP_CPU_AFFINITY are set, and the
-// re-executed process used to inherit that one-CPU mask and run on one thread.
+// re-executed process used to inherit that one-CPU mask and run on one thread. Also what `bench` reports of
+// its kernel choices.
 #include <unistd.h>
 
 #include <string>
@@ -18,6 +19,7 @@ namespace {
 struct started {
     int threads = 0;
     std::string policy;
+    std::string q4_0x8_chunk;  // bench's report of the Q4_0x8 input-sparse chunk
 };
 started bench_with(const std::string& env) {
     const sl::test::run_result r = sl::test::run_command("env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT " + env + " " +
@@ -25,7 +27,7 @@ started bench_with(const std::string& env) {
     EXPECT_EQ(r.code, 0) << env << ": " << r.err;
     if (r.code != 0) return {};
     const auto j = nlohmann::json::parse(r.out);
-    return {j["threads"].get<int>(), j["omp_wait_policy"].get<std::string>()};
+    return {j["threads"].get<int>(), j["omp_wait_policy"].get<std::string>(), j["q4_0x8_chunk"].get<std::string>()};
 }
 
 TEST(CliOpenmp, ThreadBindingKeepsEveryCpu) {
@@ -41,6 +43,14 @@ TEST(CliOpenmp, ThreadBindingKeepsEveryCpu) {
     }
     // A restriction the user asked for stays: one place of one CPU is one thread.
     EXPECT_EQ(bench_with("OMP_PLACES='{0}'").threads, 1);
+}
+
+// `bench` says which of the two same-bits Q4_0x8 input-sparse chunks ran (a CPU choice): a Zen 5 and a
+// Zen 4 figure may differ by it.
+TEST(CliOpenmp, BenchReportsTheQ4_0x8Chunk) {
+    const started plain = bench_with("");
+    EXPECT_TRUE(plain.q4_0x8_chunk == "avx512-vnni" || plain.q4_0x8_chunk == "avx2") << plain.q4_0x8_chunk;
+    EXPECT_EQ(bench_with("SPARSELENS_ISA=scalar").q4_0x8_chunk, "scalar");
 }
 
 }  // namespace

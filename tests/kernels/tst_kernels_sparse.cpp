@@ -847,4 +847,16 @@ TEST(sparse, empty_inputs) {
     EXPECT_GE(k::fused_mlp_scratch_floats(4096, 2), 2 * 4096);
 }
 
+// The name `bench` reports for the Q4_0x8 input-sparse chunk follows the ISA and the switch: the VNNI
+// chunk only where the AVX-512 table has both and the switch is off.
+TEST(sparse, q4_0x8_chunk_name_follows_the_switch) {
+    const isa_guard guard;
+    for (const isa_run& run : isa_runs()) {
+        run.apply();
+        const bool both = k::set_avx2_q4_0x8_chunk(run.avx2_q4_0x8);
+        const std::string want = run.i == k::isa::scalar ? "scalar" : both && !run.avx2_q4_0x8 ? "avx512-vnni" : "avx2";
+        EXPECT_EQ(k::q4_0x8_chunk_name(), want) << run.name();
+    }
+}
+
 }  // namespace

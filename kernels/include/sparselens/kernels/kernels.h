@@ -30,6 +30,10 @@ bool set_amx_enabled(bool on);
 // returns whether it chooses anything under the active ISA (its table has both chunks).
 bool avx2_q4_0x8_chunk();
 bool set_avx2_q4_0x8_chunk(bool on);
+// The input-sparse chunk Q4_0x8 rows take under the active ISA and that switch: "avx512-vnni", "avx2"
+// (the AVX2 table, AVX-512 CPUs without VNNI/VBMI, or the switch on) or "scalar". For `bench` reports:
+// the chunks give the same bits, not the same speed.
+const char* q4_0x8_chunk_name();
 
 float fp16_to_fp32(uint16_t h);
 uint16_t fp32_to_fp16(float f);  // round to nearest even
