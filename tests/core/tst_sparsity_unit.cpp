@@ -223,4 +223,81 @@ TEST(LfuResidency, KeepsMostFrequentWithinCapacity) {
     EXPECT_EQ(r.resident_inputs(0)[0], 0);
 }
 
+// The resident sets against a spelled-out LFU: every unit's (touches, last touch) since reset, all units
+// sorted by touches, then last touch (both descending), then index; the first `capacity` that were ever
+// touched are resident. A neuron is touched when down_in, neurons_pre and neurons_post all hold it. Random
+// masks of every density, capacities from 0 to all units, a reset midway.
+TEST(LfuResidency, MatchesSortedReference) {
+    std::mt19937 rng(7);
+    for (const float frac : {0.0f, 0.1f, 0.37f, 0.5f, 0.9f, 1.0f}) {
+        const int32_t dim = 40, hidden = 97;
+        sl::lfu_residency r(2, dim, hidden, frac);
+        std::vector<std::vector<uint32_t>> freq(4);
+        std::vector<std::vector<int32_t>> last(4);
+        auto clear = [&] {
+            for (int g = 0; g < 4; ++g) {
+                const int32_t n = g % 2 ? hidden : dim;
+                freq[g].assign(static_cast<size_t>(n), 0);
+                last[g].assign(static_cast<size_t>(n), -1);
+            }
+        };
+        clear();
+        for (int32_t pos = 0; pos < 60; ++pos) {
+            if (pos == 30) {
+                r.reset();
+                clear();
+            }
+            for (int32_t layer = 0; layer < 2; ++layer) {
+                sl::layer_masks m;
+                m.reset();
+                const double d = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+                auto pick = [&](int32_t n, sl::index_mask& out) {
+                    out.all = d > 0.95;
+                    out.idx.clear();
+                    for (int32_t i = 0; i < n && !out.all; ++i)
+                        if (std::uniform_real_distribution<double>(0.0, 1.0)(rng) < d) out.idx.push_back(i);
+                };
+                pick(dim, m.gate_in);
+                pick(hidden, m.down_in);
+                if (pos % 3 == 1) pick(hidden, m.neurons_pre);  // a neuron is used when it is in all three
+                if (pos % 5 == 2) pick(hidden, m.neurons_post);
+                r.on_token(layer, pos, m);
+                sl::index_mask neurons;
+                neurons.all = false;
+                for (int32_t i = 0; i < hidden; ++i)
+                    if (m.down_in.contains(i) && m.neurons_pre.contains(i) && m.neurons_post.contains(i))
+                        neurons.idx.push_back(i);
+                for (int g = 0; g < 2; ++g) {
+                    const sl::index_mask& used = g == 0 ? m.gate_in : neurons;
+                    const int32_t n = g == 0 ? dim : hidden;
+                    std::vector<uint32_t>& f = freq[static_cast<size_t>(2 * layer + g)];
+                    std::vector<int32_t>& t = last[static_cast<size_t>(2 * layer + g)];
+                    for (int32_t i = 0; i < n; ++i)
+                        if (std::binary_search(used.idx.begin(), used.idx.end(), i) || (g == 0 && used.all)) {
+                            ++f[static_cast<size_t>(i)];
+                            t[static_cast<size_t>(i)] = pos;
+                        }
+                    std::vector<int32_t> order(static_cast<size_t>(n));
+                    for (int32_t i = 0; i < n; ++i) order[static_cast<size_t>(i)] = i;
+                    std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+                        const auto ua = static_cast<size_t>(a), ub = static_cast<size_t>(b);
+                        if (f[ua] != f[ub]) return f[ua] > f[ub];
+                        if (t[ua] != t[ub]) return t[ua] > t[ub];
+                        return a < b;
+                    });
+                    const auto cap = static_cast<int32_t>(std::lround(frac * n));
+                    std::vector<uint8_t> want(static_cast<size_t>(n), 0);
+                    for (int32_t k = 0; k < cap; ++k) {
+                        const auto u = static_cast<size_t>(order[static_cast<size_t>(k)]);
+                        if (f[u] > 0) want[u] = 1;
+                    }
+                    const uint8_t* got = g == 0 ? r.resident_inputs(layer) : r.resident_neurons(layer);
+                    ASSERT_EQ(std::vector<uint8_t>(got, got + n), want)
+                        << "capacity " << frac << " position " << pos << " layer " << layer << (g ? " neurons" : " inputs");
+                }
+            }
+        }
+    }
+}
+
 }  // namespace

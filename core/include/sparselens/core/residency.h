@@ -48,7 +48,13 @@ private:
     };
     void access(cache& c, const index_mask& used, int32_t pos);
 
+    struct ranked {
+        uint64_t key;  // frequency << 32 | (last use + 1)
+        int32_t unit;
+    };
     std::vector<cache> m_inputs, m_neurons;
+    std::vector<ranked> m_rank;  // access()'s scratch, grown once
+    index_mask m_pre_post, m_used;  // on_token's scratch
     uint64_t m_hits = 0, m_misses = 0;
 };
 
