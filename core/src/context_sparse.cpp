@@ -1,6 +1,7 @@
 // The single-token sparse path: a sparsity method chooses masks, the sparse kernels skip the rest.
 #include <algorithm>
 #include <cassert>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <new>
@@ -654,8 +655,14 @@ void context::layer_forward_sparse(int32_t l, int32_t pos) {
         read.d[p] += m_read_whole[p] ? 1.0f : d.d[p];  // a pruned input through the dense gemv read it all
     }
     if (m_observer) m_observer->on_masks(l, pos, m_masks, d);
-    if (m_residency) m_residency->on_token(l, pos, m_masks);
     lap(stage::other);
+    if (m_residency) {  // timed apart: the simulator's work, not the engine's (residency_seconds)
+        const auto t0 = std::chrono::steady_clock::now();
+        m_residency->on_token(l, pos, m_masks);
+        const auto t1 = std::chrono::steady_clock::now();
+        m_residency_seconds += std::chrono::duration<double>(t1 - t0).count();
+        if (m_timing) m_lap = t1;
+    }
 }
 
 }  // namespace sl

@@ -1,4 +1,5 @@
 // Sparsity methods in the engine on the real model: full-density exactness, exact densities, DIP-CA.
+#include <chrono>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -221,6 +222,42 @@ TEST(Methods, DipCaWithGammaOneEqualsDipAndLowGammaFavoursCache) {
     const double h1 = hit_rate(1.0f), h02 = hit_rate(0.2f);
     std::printf("LFU stand-in hit rate at 50%% density: gamma 1 -> %.3f, gamma 0.2 -> %.3f\n", h1, h02);
     EXPECT_GT(h02, h1);
+}
+
+// A residency source's bookkeeping (the GUI's device simulator, DIP-CA's stand-in cache) is not the
+// engine's work: the context times it apart (residency_seconds) and eval's decode speed, which is set
+// against a dense reference run without one, leaves it out. Here a source that spins 2 ms per layer
+// and token: counted in, it would make every decoded token take over 10 ms; the model takes ~0.1 ms.
+TEST(Methods, EvalDecodeTimeLeavesOutTheResidencySource) {
+    struct slow_cache final : sl::residency_source {
+        sl::lfu_residency inner{fx().m.hp.n_layers, fx().m.hp.dim, fx().m.hp.hidden_dim, 0.5f};
+        const uint8_t* resident_inputs(int32_t l) const override { return inner.resident_inputs(l); }
+        const uint8_t* resident_neurons(int32_t l) const override { return inner.resident_neurons(l); }
+        void on_token(int32_t layer, int32_t pos, const sl::layer_masks& m) override {
+            inner.on_token(layer, pos, m);
+            const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(2);
+            while (std::chrono::steady_clock::now() < until) {
+            }
+        }
+        void reset() override { inner.reset(); }
+    } cache;
+    auto ctx = sl::context::create(fx().m);
+    ASSERT_TRUE(ctx.ok());
+    sl::eval_params ep = sl::eval_default_params();
+    ep.n_ctx = 16;
+    ep.max_windows = 2;
+    auto ref = sl::eval_dense_reference(*ctx, fx().tokens, ep);
+    ASSERT_TRUE(ref.ok()) << ref.message();
+    auto m = make("dip-ca", 0.5f);
+    const double before = ctx->residency_seconds();
+    auto e = sl::eval_method(*ctx, *ref, *m, &cache, ep);
+    ASSERT_TRUE(e.ok()) << e.message();
+    const double spent = ctx->residency_seconds() - before;
+    const int64_t decoded = e->n_scored;
+    ASSERT_GT(decoded, 0);
+    EXPECT_GE(spent, 0.002 * static_cast<double>(decoded * fx().m.hp.n_layers));
+    const double decode_seconds = static_cast<double>(decoded) / e->decode_tokens_per_second;
+    EXPECT_LT(decode_seconds, 0.25 * spent) << "decode " << decode_seconds << " s, the source's " << spent << " s";
 }
 
 // The issue-12 memory metric: a layout replaces the matrix it transposes, so with a mapped file (whose

@@ -119,6 +119,7 @@ result<engine::generated> engine::generate(const generate_request& req, const st
     int32_t kld_n = 0, n_decoded = 0, last_next = -1;
     bool stopped = false, first_sampled = true;
     auto last_return = clock_type::now();
+    double residency_mark = ctx.residency_seconds();  // the simulator's bookkeeping is not the CPU's decode
     const auto t_start = clock_type::now();
     auto last_live = t_start;
 
@@ -169,7 +170,8 @@ result<engine::generated> engine::generate(const generate_request& req, const st
         if (s.sampled) {
             if (first_sampled) prefill_seconds = seconds_since(t_start);
             else {
-                decode_seconds += std::chrono::duration<double>(clock_type::now() - last_return).count();
+                decode_seconds += std::chrono::duration<double>(clock_type::now() - last_return).count() -
+                                  (ctx.residency_seconds() - residency_mark);
                 ++n_decoded;
             }
             first_sampled = false;
@@ -189,6 +191,7 @@ result<engine::generated> engine::generate(const generate_request& req, const st
             return false;
         }
         last_return = clock_type::now();
+        residency_mark = ctx.residency_seconds();
         return hooks.progress("", -1.0f);  // cancellation check only
     };
 

@@ -147,6 +147,10 @@ public:
     sparsity_method* method() const { return m_method; }
     // Cache state DIP-CA reads and which sees every token's masks (nullptr: none).
     void set_residency(residency_source* r) { m_residency = r; }
+    // Seconds spent in the residency source's on_token since the context was made: a device simulator's
+    // or stand-in cache's bookkeeping, not the engine's work. No stage timing counts it, and eval takes it
+    // out of the decode times it compares with dense's (which ran without one).
+    double residency_seconds() const { return m_residency_seconds; }
     // Offloaded MLP weights (nullptr: the model's own); the context does not own it. Call before
     // set_method: the method's MLP input-major copies are then not built (the source provides them).
     // Only the single-token sparse path (a method attached) reads from it; fused methods are not offloaded.
@@ -251,6 +255,7 @@ private:
     method_traits m_traits;
     method_traits m_reserved;  // reserve_layouts
     residency_source* m_residency = nullptr;
+    double m_residency_seconds = 0.0;
     mlp_weight_source* m_mlp_source = nullptr;
     bool m_prompt_open = false;
     std::vector<layer_layouts> m_layouts;
