@@ -63,9 +63,10 @@ void lfu_residency::access(cache& c, const index_mask& used, int32_t pos) {
         // last_use >= -1: +1 makes it an unsigned 32-bit field below the frequency.
         r[u] = {uint64_t{c.freq[u]} << 32 | static_cast<uint32_t>(c.last_use[u] + 1), i};
     }
-    if (keep < n)
-        std::nth_element(r.begin(), r.begin() + (keep - 1), r.end(),
-                         [](const ranked& a, const ranked& b) { return a.key != b.key ? a.key > b.key : a.unit < b.unit; });
+    const auto first = [](const ranked& a, const ranked& b) {
+        return a.key != b.key ? a.key > b.key : a.unit < b.unit;
+    };
+    if (keep < n) std::nth_element(r.begin(), r.begin() + (keep - 1), r.end(), first);
     for (int32_t i = 0; i < keep; ++i) {
         const auto u = static_cast<size_t>(r[static_cast<size_t>(i)].unit);
         if (c.freq[u] > 0) c.resident[u] = 1;

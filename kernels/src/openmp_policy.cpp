@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <cstdlib>
+#include <vector>
 
 namespace sl::kernels {
 
@@ -55,14 +56,15 @@ void restore_affinity_of_places() {
     cpu_set_t set;
     CPU_ZERO(&set);
     int any = 0;
+    std::vector<int> ids;
     for (int p = 0; p < n_places; ++p) {
         const int n = omp_get_place_num_procs(p);
         if (n <= 0) continue;
-        int ids[CPU_SETSIZE];
-        omp_get_place_proc_ids(p, ids);
-        for (int i = 0; i < n && i < CPU_SETSIZE; ++i) {
-            if (ids[i] < 0 || ids[i] >= CPU_SETSIZE) continue;
-            CPU_SET(ids[i], &set);
+        ids.resize(static_cast<size_t>(n));
+        omp_get_place_proc_ids(p, ids.data());
+        for (const int id : ids) {
+            if (id < 0 || id >= CPU_SETSIZE) continue;
+            CPU_SET(id, &set);
             ++any;
         }
     }
