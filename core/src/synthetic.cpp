@@ -3,6 +3,7 @@
 #include "sparselens/core/synthetic.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <unordered_set>
@@ -276,10 +277,19 @@ result<model_hparams> synthetic_shape(const std::string& shape, int32_t vocab) {
 
 result<synthetic_summary> synthetic_write(const synthetic_params& p) {
     if (p.path.empty()) return error{"synthetic: no output path given"};
-    if (p.type != dtype::f32 && p.type != dtype::f16 && p.type != dtype::bf16 && p.type != dtype::q8_0 &&
-        p.type != dtype::q4_0)
+    // The file types quantize_row() can encode (dtype_traits::encodable).
+    const auto writable = [](dtype t) { return dtype_info(t).encodable && dtype_is_file_type(t); };
+    if (!writable(p.type)) {
+        std::string names;
+        for (int i = 0; i < n_dtypes; ++i) {
+            if (!writable(static_cast<dtype>(i))) continue;
+            std::string n(dtype_name(static_cast<dtype>(i)));
+            for (char& c : n) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+            names += (names.empty() ? "" : ", ") + n;
+        }
         return error{p.path + ": synthetic: weights of type " + std::string(dtype_name(p.type)) +
-                     " cannot be written (f32, f16, bf16, q8_0, q4_0; quantize a file with ggml for the rest)"};
+                     " cannot be written (" + names + "; quantize a file with ggml for the rest)"};
+    }
     const synth_arch* a = find_synth_arch(p.arch);
     if (!a) return error{p.path + ": synthetic: unknown architecture '" + p.arch + "' (known: " + synthetic_arch_names_text() + ")"};
     auto hpr = synthetic_shape(p.shape, p.vocab);

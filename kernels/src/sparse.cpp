@@ -164,8 +164,9 @@ bool set_avx2_q4_0x8_chunk(bool on) {
 
 const char* q4_0x8_chunk_name() {
     if (active_isa() == isa::scalar) return "scalar";
+    // Named after what chunk_of() hands the driver: the VNNI chunk only where the table has both.
     const detail::sparse_table& t = detail::active_sparse_table();
-    return t.q4_0x8_avx2 && !detail::avx2_q4_0x8_chunk_on() ? "avx512-vnni" : "avx2";
+    return t.q4_0x8_avx2 && detail::chunk_of(t, dtype::q4_0x8) != t.q4_0x8_avx2 ? "avx512-vnni" : "avx2";
 }
 
 // ---- Input-sparse GEMV -----------------------------------------------------------------------------
