@@ -25,21 +25,13 @@ int pick_threads(int requested, int64_t work_bytes, int64_t row_units) {
     return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(nt, row_units)));
 }
 
-// gemv hands out rows in chunks of a multiple of 4 rows: about a quarter of a thread's share of the
-// call's bytes, between 128 KiB and 1 MiB. Fixed 128 KiB chunks (chosen when idle workers slept
-// between regions) cost 10-20% of llama-1b dense decode on 2 threads against this or fixed 0.5-1 MiB
-// (alternating, 2-5 rounds each, every weight type: docs/results.md, stop 23); the quarter keeps a few
-// chunks per thread on the small matrices (k, v, o) so the threads still finish together.
+// gemv's largest chunk: a quarter of a thread's share of the call's bytes, between 128 KiB and 1 MiB
+// (gemv_multi's chunks shrink from it toward the call's end). Fixed 128 KiB chunks (chosen when idle
+// workers slept between regions) cost 10-20% of llama-1b dense decode on 2 threads against this or fixed
+// 0.5-1 MiB (alternating, 2-5 rounds each, every weight type: docs/results.md, stop 23); the quarter
+// keeps a few chunks per thread on the small matrices (k, v, o) so the threads still finish together.
 int64_t chunk_bytes_for(int64_t call_bytes, int nt) {
     return std::clamp<int64_t>(call_bytes / (4 * static_cast<int64_t>(nt)), 128 * 1024, 1 << 20);
-}
-
-// Rows per chunk: a multiple of 8 (whole Q4_Kx8r / Q4_0x8r / Q8_0x8r groups, whole passes of the float rows that
-// read 8 side by side).
-int64_t chunk_rows(const tensor_view& w, int64_t chunk_bytes) {
-    constexpr int64_t unit = 8;
-    static_assert(unit % k_rows_x8 == 0);
-    return std::max<int64_t>(unit, chunk_bytes / std::max<int64_t>(1, w.row_bytes()) / unit * unit);
 }
 
 // Q4_Kx8r / Q4_0x8r / Q8_0x8r rows on an ISA without a kernel of its own: each group of 8 copied back to rows of
@@ -120,7 +112,7 @@ void gemv_multi(const tensor_view* ws, float* const* ys, int n_mats, const float
 }
 
 void gemv_multi(const tensor_view* ws, float* const* ys, int n_mats, const float* const* xs, int n_threads) {
-    int64_t bytes = 0, units = 0, chunks = 0;
+    int64_t bytes = 0, units = 0;
     for (int i = 0; i < n_mats; ++i) {
         check_view(ws[i]);
         assert(ws[i].cols == ws[0].cols && "gemv_multi: matrices of one width (a quantized x is reused by width)");
@@ -133,36 +125,49 @@ void gemv_multi(const tensor_view* ws, float* const* ys, int n_mats, const float
     const detail::kernel_table& kt = detail::active_table();
     const int nt = pick_threads(n_threads, bytes, units);
     const int64_t cb = chunk_bytes_for(bytes, nt);
-    int64_t crows_small[8];  // rows per chunk of each matrix (heap only for unusually many matrices)
-    std::vector<int64_t> crows_big(n_mats > 8 ? static_cast<size_t>(n_mats) : 0);
-    int64_t* crows = n_mats > 8 ? crows_big.data() : crows_small;
+    // The rows of all matrices, as one sequence of 8-row units, are taken in order from a shared cursor
+    // (a worker still waking up -- a sleeping OpenMP thread takes 10-90 us to start here, a halted vCPU --
+    // does not hold up the others, which take its rows meanwhile). Chunks are guided: each takes
+    // 1/(2 nt) of the bytes left, between 64 KiB and cb, whole 8-row groups, never across two matrices:
+    // the bulk streams in long runs and the threads finish within a small chunk of each other (fixed cb
+    // chunks decoded llama-1b Q4_0 0.7-3.4% slower on the Xeon of stop 47, 6 alternating pairs). A row's
+    // arithmetic never depends on which thread runs it or on its neighbours, so results do not change.
+    // Each thread quantizes x into its own scratch (O(cols), tiny next to its rows): no serial section
+    // and no barrier; consecutive matrices of one activation kind reuse it.
+    constexpr int max_small = 8;
+    int64_t start_small[max_small + 1], ubytes_small[max_small], bdone_small[max_small];
+    std::vector<int64_t> big(n_mats > max_small ? static_cast<size_t>(3 * n_mats + 1) : 0);
+    int64_t* start = n_mats > max_small ? big.data() : start_small;  // first unit of matrix i (start[n_mats]: total)
+    int64_t* ubytes = n_mats > max_small ? big.data() + n_mats + 1 : ubytes_small;  // bytes of one unit of i
+    int64_t* bdone = n_mats > max_small ? big.data() + 2 * n_mats + 1 : bdone_small;  // bytes before matrix i
+    constexpr int64_t unit = 8;
+    static_assert(unit % k_rows_x8 == 0);
+    start[0] = 0;
+    bdone[0] = 0;
     for (int i = 0; i < n_mats; ++i) {
-        crows[i] = chunk_rows(ws[i], cb);
-        if (ws[i].rows > 0 && ws[i].cols > 0) chunks += (ws[i].rows + crows[i] - 1) / crows[i];
+        const bool live = ws[i].rows > 0 && ws[i].cols > 0;
+        start[i + 1] = start[i] + (live ? (ws[i].rows + unit - 1) / unit : 0);
+        ubytes[i] = unit * ws[i].row_bytes();
+        if (i > 0) bdone[i] = bdone[i - 1] + (start[i] - start[i - 1]) * ubytes[i - 1];
     }
-    // The rows of all matrices, in chunks of ~cb bytes, are taken in order from a shared counter:
-    // a worker that is still waking up (a sleeping OpenMP thread takes 10-90 us to start here, a
-    // halted vCPU) does not hold up the others, which take its rows meanwhile. A row's arithmetic
-    // never depends on which thread runs it or on its neighbours, so results do not change. Each
-    // thread quantizes x into its own scratch (O(cols), tiny next to its rows): no serial section and
-    // no barrier; consecutive matrices of one activation kind reuse it.
-    std::atomic<int64_t> next{0};
+    const int64_t n_units = start[n_mats];
+    const int64_t min_chunk = std::min<int64_t>(cb, 64 * 1024);
+    std::atomic<int64_t> cursor{0};
     auto run = [&]() {
         int quantized_as = -1;            // act_kind the scratch holds an x in, -1: none yet
         const float* quantized_x = nullptr;  // ... and which x
-        for (int64_t c = next.fetch_add(1, std::memory_order_relaxed); c < chunks;
-             c = next.fetch_add(1, std::memory_order_relaxed)) {
-            int i = 0;
-            int64_t r0 = c;
-            for (;; ++i) {  // chunk c is chunk r0 of matrix i
-                if (ws[i].rows <= 0 || ws[i].cols == 0) continue;
-                const int64_t n = (ws[i].rows + crows[i] - 1) / crows[i];
-                if (r0 < n) break;
-                r0 -= n;
-            }
+        int i = 0;
+        int64_t g = cursor.load(std::memory_order_relaxed);
+        while (g < n_units) {
+            while (g >= start[i + 1]) ++i;  // the cursor only grows: matrix i only grows
+            const int64_t left = bytes - (bdone[i] + (g - start[i]) * ubytes[i]);
+            const int64_t want = std::clamp<int64_t>(left / (2 * nt), min_chunk, cb);
+            const int64_t take = std::max<int64_t>(1, want / ubytes[i]);
+            const int64_t end = std::min(start[i + 1], g + take);
+            if (!cursor.compare_exchange_weak(g, end, std::memory_order_relaxed)) continue;  // g: the cursor now
             const tensor_view& w = ws[i];
-            r0 *= crows[i];
-            const int64_t r1 = std::min(w.rows, r0 + crows[i]);
+            const int64_t r0 = (g - start[i]) * unit;
+            const int64_t r1 = std::min(w.rows, (end - start[i]) * unit);
             const void* xa = xs[i];
             if (dtype_is_quantized(w.type)) {
                 act_scratch& sc = thread_act_scratch();
@@ -179,6 +184,7 @@ void gemv_multi(const tensor_view* ws, float* const* ys, int n_mats, const float
                 fn(w.row(r0), w.row_bytes(), r1 - r0, w.cols, xa, ys[i] + r0);
             else  // only Q4_Kx8r / Q4_0x8r / Q8_0x8r have no rows on some ISAs
                 rows_x8_by_copy(kt, w.type, w.row(r0), w.row_bytes(), r1 - r0, w.cols, xa, ys[i] + r0);
+            g = cursor.load(std::memory_order_relaxed);
         }
     };
     if (nt == 1) {
