@@ -134,23 +134,24 @@ void gemv_multi(const tensor_view* ws, float* const* ys, int n_mats, const float
     // arithmetic never depends on which thread runs it or on its neighbours, so results do not change.
     // Each thread quantizes x into its own scratch (O(cols), tiny next to its rows): no serial section
     // and no barrier; consecutive matrices of one activation kind reuse it.
+    struct span {
+        int64_t start = 0;         // first unit of the matrix in the sequence
+        int64_t unit_bytes = 0;    // bytes of one of its units
+        int64_t bytes_before = 0;  // bytes of the matrices before it
+    };
     constexpr int max_small = 8;
-    int64_t start_small[max_small + 1], ubytes_small[max_small], bdone_small[max_small];
-    std::vector<int64_t> big(n_mats > max_small ? static_cast<size_t>(3 * n_mats + 1) : 0);
-    int64_t* start = n_mats > max_small ? big.data() : start_small;  // first unit of matrix i (start[n_mats]: total)
-    int64_t* ubytes = n_mats > max_small ? big.data() + n_mats + 1 : ubytes_small;  // bytes of one unit of i
-    int64_t* bdone = n_mats > max_small ? big.data() + 2 * n_mats + 1 : bdone_small;  // bytes before matrix i
+    span spans_small[max_small + 1];  // spans[n_mats].start: the units of all matrices
+    std::vector<span> spans_big(n_mats > max_small ? static_cast<size_t>(n_mats + 1) : 0);
+    span* spans = n_mats > max_small ? spans_big.data() : spans_small;
     constexpr int64_t unit = 8;
     static_assert(unit % k_rows_x8 == 0);
-    start[0] = 0;
-    bdone[0] = 0;
+    spans[0] = {};
     for (int i = 0; i < n_mats; ++i) {
-        const bool live = ws[i].rows > 0 && ws[i].cols > 0;
-        start[i + 1] = start[i] + (live ? (ws[i].rows + unit - 1) / unit : 0);
-        ubytes[i] = unit * ws[i].row_bytes();
-        if (i > 0) bdone[i] = bdone[i - 1] + (start[i] - start[i - 1]) * ubytes[i - 1];
+        const int64_t n = ws[i].rows > 0 && ws[i].cols > 0 ? (ws[i].rows + unit - 1) / unit : 0;
+        spans[i].unit_bytes = unit * ws[i].row_bytes();
+        spans[i + 1] = {spans[i].start + n, 0, spans[i].bytes_before + n * spans[i].unit_bytes};
     }
-    const int64_t n_units = start[n_mats];
+    const int64_t n_units = spans[n_mats].start;
     const int64_t min_chunk = std::min<int64_t>(cb, 64 * 1024);
     std::atomic<int64_t> cursor{0};
     auto run = [&]() {
@@ -159,15 +160,16 @@ void gemv_multi(const tensor_view* ws, float* const* ys, int n_mats, const float
         int i = 0;
         int64_t g = cursor.load(std::memory_order_relaxed);
         while (g < n_units) {
-            while (g >= start[i + 1]) ++i;  // the cursor only grows: matrix i only grows
-            const int64_t left = bytes - (bdone[i] + (g - start[i]) * ubytes[i]);
+            while (g >= spans[i + 1].start) ++i;  // the cursor only grows: matrix i only grows
+            const span& sp = spans[i];
+            const int64_t left = bytes - (sp.bytes_before + (g - sp.start) * sp.unit_bytes);
             const int64_t want = std::clamp<int64_t>(left / (2 * nt), min_chunk, cb);
-            const int64_t take = std::max<int64_t>(1, want / ubytes[i]);
-            const int64_t end = std::min(start[i + 1], g + take);
+            const int64_t take = std::max<int64_t>(1, want / sp.unit_bytes);
+            const int64_t end = std::min(spans[i + 1].start, g + take);
             if (!cursor.compare_exchange_weak(g, end, std::memory_order_relaxed)) continue;  // g: the cursor now
             const tensor_view& w = ws[i];
-            const int64_t r0 = (g - start[i]) * unit;
-            const int64_t r1 = std::min(w.rows, (end - start[i]) * unit);
+            const int64_t r0 = (g - sp.start) * unit;
+            const int64_t r1 = std::min(w.rows, (end - sp.start) * unit);
             const void* xa = xs[i];
             if (dtype_is_quantized(w.type)) {
                 act_scratch& sc = thread_act_scratch();
