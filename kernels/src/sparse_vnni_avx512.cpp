@@ -277,6 +277,29 @@ inline void store_block(float* out, bool init, float scale, __m512i lo, __m512i 
     }
 }
 
+// Each row of the chunk k_row_ahead bytes ahead of the block being read, into L1: one prefetch per row
+// and line as the rows advance, none past the rows' ends. The previous chunk's paced_prefetch brought each
+// row's first k_row_ahead bytes into L2 (chunk() below), so every line was asked for before it is read.
+// Why: on the Xeon of stops 47-48 one core read its chunk's rows at ~10 GB/s whether the arithmetic ran
+// from L2 at 25 GB/s or (skipped) at 38: the rows' lines arrived on demand, not ahead, while a plain read
+// of the same rows side by side took 16 (`bench kernels` read GB/s). Prefetching the whole next chunk
+// into L2 (paced, until stop 48) could not be made to run ahead of that: paced twice or four times as fast,
+// or two or three chunks ahead, it was 2-12% slower. In row from 256 to 384 bytes ahead it read 8-25% faster.
+class row_ahead {
+public:
+    static constexpr int64_t k_row_ahead = 384;
+
+    row_ahead(int64_t first, int64_t row_bytes) : m_next(first + k_row_ahead), m_end(row_bytes) {}
+    // The rows now read at byte `at` (of n rows r): prefetch up to at + k_row_ahead.
+    [[gnu::always_inline]] void upto(const uint8_t* const* r, int n, int64_t at) {
+        for (const int64_t stop = std::min(at + k_row_ahead, m_end); m_next < stop; m_next += 64)
+            for (int i = 0; i < n; ++i) _mm_prefetch(reinterpret_cast<const char*>(r[i] + m_next), _MM_HINT_T0);
+    }
+
+private:
+    int64_t m_next, m_end;
+};
+
 // Q4_0x8, four blocks per step: a row's 4 consecutive blocks are 64 contiguous quant bytes (block j in
 // 128-bit lane j), and in-lane byte/word unpacks of 4 rows put each byte position's 4 channels in a
 // dword for all 4 blocks at once — 8 unpacks and one coefficient permute per 4 rows and 4 blocks, where
@@ -287,12 +310,13 @@ inline void store_block(float* out, bool init, float scale, __m512i lo, __m512i 
 // K: blocks per coefficient step (16 where nb allows: coefs16).
 template <typename V, int K>
 void chunk_quads(float* acc, bool init, int ng, const uint8_t* const* r, const float* s, int n_rows, int64_t b0,
-                 int64_t nb, paced_prefetch& prefetch) {
+                 int64_t nb, paced_prefetch& prefetch, row_ahead& ahead) {
     coef_step<K> t;
     const __m512i lane_of = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
     const __m512i m = _mm512_set1_epi8(0x0f);
     for (int64_t b = b0; b < nb; b += 4) {
         const int te = static_cast<int>((b - b0) % K);
+        ahead.upto(r, n_rows, (b + 4) * V::bytes);
         if (te == 0) coefs_step<V, K>(t, r, s, n_rows, b);
         for (int j = 0; j < 4; ++j) prefetch.step();
         const __m512i st = _mm512_permutexvar_epi32(
@@ -348,7 +372,7 @@ void chunk_quads(float* acc, bool init, int ng, const uint8_t* const* r, const f
 // One block of 32 outputs per step (get()), coefficients K blocks at a time.
 template <typename V, int K>
 void chunk_blocks(float* acc, bool init, int ng, const uint8_t* const* r, const float* s, int n_rows, int64_t b0,
-                  int64_t nb, paced_prefetch& prefetch) {
+                  int64_t nb, paced_prefetch& prefetch, row_ahead& ahead) {
     constexpr bool q8 = V::zero == 128;
     const __m512i perm_a = load_perm(q8 ? k_q8_lo : k_q4_perm);
     const __m512i perm_b = load_perm(k_q8_hi);
@@ -365,6 +389,7 @@ void chunk_blocks(float* acc, bool init, int ng, const uint8_t* const* r, const 
             coefs_step<V, K>(t, r, s, n_rows, b);
         }
         const int te = whole ? static_cast<int>(e % K) : 0;
+        ahead.upto(r, n_rows, (b + 1) * V::bytes);
         prefetch.step();
         __m512i a0 = _mm512_set1_epi32(t.start[te]), a1 = a0;
         for (int g = 0; g < ng; ++g) {
@@ -385,10 +410,16 @@ void chunk(float* acc, bool init, int n_rows, const uint8_t* const* rows, const 
     const int ng = (n_rows + 3) / 4;
     for (int i = 0; i < 4 * ng; ++i) r[i] = rows[i < n_rows ? i : 0];  // padding rows get k = 0
     const int64_t nb = n / 32;
-    // The next chunk's rows go to L2 while this one is consumed (paced_prefetch). L2, not L1: a chunk's
-    // rows (up to 32 x 4 KiB) do not fit L1 next to the current ones; T1 beat T0/T2/none (d = 1,
-    // 4096x14336 Q4_0, one thread: 2.3 / ~3.5 / 3.1 / ~4 ms).
-    paced_prefetch prefetch(pf, n_pf, nb * V::bytes, nb);
+    // The next chunk's rows: their first row_ahead::k_row_ahead bytes go to L2 while this one is consumed
+    // (paced_prefetch; whole rows until stop 48), and row_ahead takes each row on from there into L1 as it
+    // is read. For the whole rows into L2, T1 had beaten T0/T2/none (d = 1, 4096x14336 Q4_0, one thread:
+    // 2.3 / ~3.5 / 3.1 / ~4 ms, stop 26's Zen 4). Heads + rows ahead, in-process A/B against whole rows
+    // (Xeon, 2 threads, `bench kernels`, medians of 5, 1152 / 3168 / 2304-byte rows at d = 0.3, 0.5, 1,
+    // GB/s): Q4_0x8 14.1 -> 16.7, 16.0 -> 18.1, 20.8 -> 22.9; 17.3 -> 21.8, 18.4 -> 22.4, 19.4 -> 24.4;
+    // 17.8 -> 23.7, 18.5 -> 23.5, 20.8 -> 25.9. Q8_0x8 and Q6_0x8 (Q4_K's down) gained 0-34%, the fused
+    // MLP and the pairs 8-24%; DIP and TEAL end to end 11-15 points of their ideal (docs/results.md).
+    paced_prefetch prefetch(pf, n_pf, std::min(nb * V::bytes, row_ahead::k_row_ahead), nb);
+    row_ahead ahead(0, nb * V::bytes);
     // Coefficients of 16 blocks per pass over the x8 rows' whole pairs of groups (coefs16), 8 for an odd
     // last group. Q4_0x8 input-sparse, 4096x14336, 2 threads, builds alternating x3: 12.9-14.8 -> 14.9-18.2
     // GB/s. Panels of an odd number of groups (a 5632-output row is two of 11, llama-1b's gate and up
@@ -396,16 +427,16 @@ void chunk(float* acc, bool init, int n_rows, const uint8_t* const* rows, const 
     // chunk from cache 22.6 -> 27.3 GB/s (one thread, 16 rows x 2816 outputs, /tmp harness).
     const int64_t nb16 = V::x8 ? nb / 16 * 16 : 0;
     if constexpr (V::quads) {  // nb: whole groups of 8 (x8 form)
-        if (nb16 > 0) chunk_quads<V, 16>(acc, init, ng, r, s, n_rows, 0, nb16, prefetch);
-        if (nb16 < nb) chunk_quads<V, k_step>(acc, init, ng, r, s, n_rows, nb16, nb, prefetch);
+        if (nb16 > 0) chunk_quads<V, 16>(acc, init, ng, r, s, n_rows, 0, nb16, prefetch, ahead);
+        if (nb16 < nb) chunk_quads<V, k_step>(acc, init, ng, r, s, n_rows, nb16, nb, prefetch, ahead);
         return;
     }
     if constexpr (V::x8) {
-        if (nb16 > 0) chunk_blocks<V, 16>(acc, init, ng, r, s, n_rows, 0, nb16, prefetch);
-        if (nb16 < nb) chunk_blocks<V, k_step>(acc, init, ng, r, s, n_rows, nb16, nb, prefetch);
+        if (nb16 > 0) chunk_blocks<V, 16>(acc, init, ng, r, s, n_rows, 0, nb16, prefetch, ahead);
+        if (nb16 < nb) chunk_blocks<V, k_step>(acc, init, ng, r, s, n_rows, nb16, nb, prefetch, ahead);
         return;
     }
-    chunk_blocks<V, k_step>(acc, init, ng, r, s, n_rows, 0, nb, prefetch);
+    chunk_blocks<V, k_step>(acc, init, ng, r, s, n_rows, 0, nb, prefetch, ahead);
 }
 
 }  // namespace
