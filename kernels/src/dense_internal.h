@@ -153,6 +153,16 @@ bool float_x_fits_l1(int64_t cols);
 // in 10 of 12 pairs against these, so other CPUs keep them. Q8_0x8 and Q6_0x8 at 2048 outputs measured
 // 1.011 and 0.915 here: VNNI.
 bool cpu_prefers_avx2_q4_0x8_chunk();
+// Whether the int8 input-sparse chunks (sparse_vnni_avx512.cpp, sparse_int8_avx2.cpp) prefetch each row in
+// row as they read it (row_ahead, sparse_internal.h) and only the next chunk's row heads into L2, rather
+// than the next chunk's whole rows into L2: on Intel CPUs. On the Xeon of stops 47-48 one core read a
+// chunk's rows at ~10 GB/s whether its arithmetic ran from L2 at 25 GB/s or (skipped) at 38: the lines came
+// on demand, not ahead, where a plain read of the same rows side by side took 16 (`bench kernels` read
+// GB/s). The whole-row prefetch could not be tuned to run ahead of that (paced twice or four times as fast,
+// or two or three chunks ahead: 2-12% slower); in row 256-384 bytes ahead read 8-33% faster (VNNI chunks;
+// docs/results.md, stop 48). On the Zen 4 of stop 26 the paced whole rows had been worth 15 points of
+// DIP's ideal over the alternatives tried there, so AMD keeps them (unmeasured there with row_ahead).
+bool cpu_prefers_in_row_chunk_prefetch();
 // Groups of the regrouped Q4_0x8r / Q4_Kx8r rows read side by side there (q40_r8_avx512.h).
 inline constexpr int k_rows_x8_streams = 4;
 

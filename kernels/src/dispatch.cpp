@@ -98,6 +98,10 @@ bool cpu_prefers_row_streams() {
     return intel;
 }
 
+bool cpu_prefers_in_row_chunk_prefetch() {
+    return cpu_prefers_row_streams();  // Intel
+}
+
 bool cpu_prefers_avx2_q4_0x8_chunk() {
     static const bool zen5 = [] {
         __builtin_cpu_init();

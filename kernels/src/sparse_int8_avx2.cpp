@@ -303,13 +303,17 @@ void chunk_run(float* acc, int n_rows, const uint8_t* const* rows, const float* 
     const int ng = (n_rows + 3) / 4;
     for (int i = 0; i < 4 * ng; ++i) r[i] = rows[i < n_rows ? i : 0];  // padding rows get k = 0
     const int64_t nb = n / 32;
-    // The next chunk's rows go to L2 while this one is consumed (paced_prefetch), over nb blocks.
-    paced_prefetch prefetch(pf, n_pf, nb * V::bytes, nb);
+    // The next chunk's rows go to L2 while this one is consumed (paced_prefetch), over nb blocks: whole
+    // rows, or on Intel their heads, with row_ahead taking each row on in row (as the VNNI chunks).
+    const bool in_row = cpu_prefers_in_row_chunk_prefetch();
+    paced_prefetch prefetch(pf, n_pf, in_row ? std::min(nb * V::bytes, row_ahead::k_row_ahead) : nb * V::bytes, nb);
+    row_ahead ahead(in_row ? nb * V::bytes : 0);
     coef_step t;
     if constexpr (V::pairs) {
         assert(nb % k_step == 0);  // the x8 forms' segments are whole groups (sparse_internal.h)
         for (int64_t b = 0; b < nb; b += 2) {
             const int te = static_cast<int>(b % k_step);
+            ahead.upto(r, n_rows, (b + 2) * V::bytes);
             if (te == 0) coefs8<V>(t, r, s, n_rows, V::scale_off(b));
             prefetch.step();
             prefetch.step();
@@ -328,6 +332,7 @@ void chunk_run(float* acc, int n_rows, const uint8_t* const* rows, const float* 
             coefs8<V>(t, r, s, n_rows, V::scale_off(b));
         }
         const int te = whole ? static_cast<int>(b % k_step) : 0;
+        ahead.upto(r, n_rows, (b + 1) * V::bytes);
         prefetch.step();
         __m256i o[4];
         V::sums(r, ng, b, &t.kq[0][te], k_step, t.start[te], o);

@@ -151,6 +151,25 @@ private:
     const uint8_t *m_p = nullptr, *m_end = nullptr;
 };
 
+// Each row of a chunk k_row_ahead bytes ahead of the block being read, into L1: one prefetch per row and
+// line as the rows advance, none past the rows' ends (row_bytes; 0: off). The previous chunk's
+// paced_prefetch brought each row's first k_row_ahead bytes into L2, so every line was asked for before it
+// is read. Used where cpu_prefers_in_row_chunk_prefetch (dense_internal.h) says so.
+class row_ahead {
+public:
+    static constexpr int64_t k_row_ahead = 384;
+
+    explicit row_ahead(int64_t row_bytes) : m_end(row_bytes) {}
+    // The rows now read up to byte `at` (of n rows r): prefetch up to at + k_row_ahead.
+    [[gnu::always_inline]] void upto(const uint8_t* const* r, int n, int64_t at) {
+        for (const int64_t stop = std::min(at + k_row_ahead, m_end); m_next < stop; m_next += 64)
+            for (int i = 0; i < n; ++i) _mm_prefetch(reinterpret_cast<const char*>(r[i] + m_next), _MM_HINT_T0);
+    }
+
+private:
+    int64_t m_next = k_row_ahead, m_end;
+};
+
 }  // namespace
 
 struct sparse_table {

@@ -277,29 +277,6 @@ inline void store_block(float* out, bool init, float scale, __m512i lo, __m512i 
     }
 }
 
-// Each row of the chunk k_row_ahead bytes ahead of the block being read, into L1: one prefetch per row
-// and line as the rows advance, none past the rows' ends. The previous chunk's paced_prefetch brought each
-// row's first k_row_ahead bytes into L2 (chunk() below), so every line was asked for before it is read.
-// Why: on the Xeon of stops 47-48 one core read its chunk's rows at ~10 GB/s whether the arithmetic ran
-// from L2 at 25 GB/s or (skipped) at 38: the rows' lines arrived on demand, not ahead, while a plain read
-// of the same rows side by side took 16 (`bench kernels` read GB/s). Prefetching the whole next chunk
-// into L2 (paced, until stop 48) could not be made to run ahead of that: paced twice or four times as fast,
-// or two or three chunks ahead, it was 2-12% slower. In row from 256 to 384 bytes ahead it read 8-25% faster.
-class row_ahead {
-public:
-    static constexpr int64_t k_row_ahead = 384;
-
-    row_ahead(int64_t first, int64_t row_bytes) : m_next(first + k_row_ahead), m_end(row_bytes) {}
-    // The rows now read at byte `at` (of n rows r): prefetch up to at + k_row_ahead.
-    [[gnu::always_inline]] void upto(const uint8_t* const* r, int n, int64_t at) {
-        for (const int64_t stop = std::min(at + k_row_ahead, m_end); m_next < stop; m_next += 64)
-            for (int i = 0; i < n; ++i) _mm_prefetch(reinterpret_cast<const char*>(r[i] + m_next), _MM_HINT_T0);
-    }
-
-private:
-    int64_t m_next, m_end;
-};
-
 // Q4_0x8, four blocks per step: a row's 4 consecutive blocks are 64 contiguous quant bytes (block j in
 // 128-bit lane j), and in-lane byte/word unpacks of 4 rows put each byte position's 4 channels in a
 // dword for all 4 blocks at once — 8 unpacks and one coefficient permute per 4 rows and 4 blocks, where
@@ -418,8 +395,10 @@ void chunk(float* acc, bool init, int n_rows, const uint8_t* const* rows, const 
     // GB/s): Q4_0x8 14.1 -> 16.7, 16.0 -> 18.1, 20.8 -> 22.9; 17.3 -> 21.8, 18.4 -> 22.4, 19.4 -> 24.4;
     // 17.8 -> 23.7, 18.5 -> 23.5, 20.8 -> 25.9. Q8_0x8 and Q6_0x8 (Q4_K's down) gained 0-34%, the fused
     // MLP and the pairs 8-24%; DIP and TEAL end to end 11-15 points of their ideal (docs/results.md).
-    paced_prefetch prefetch(pf, n_pf, std::min(nb * V::bytes, row_ahead::k_row_ahead), nb);
-    row_ahead ahead(0, nb * V::bytes);
+    // Elsewhere (AMD) whole rows into L2, as measured there (paced_prefetch).
+    const bool in_row = cpu_prefers_in_row_chunk_prefetch();
+    paced_prefetch prefetch(pf, n_pf, in_row ? std::min(nb * V::bytes, row_ahead::k_row_ahead) : nb * V::bytes, nb);
+    row_ahead ahead(in_row ? nb * V::bytes : 0);
     // Coefficients of 16 blocks per pass over the x8 rows' whole pairs of groups (coefs16), 8 for an odd
     // last group. Q4_0x8 input-sparse, 4096x14336, 2 threads, builds alternating x3: 12.9-14.8 -> 14.9-18.2
     // GB/s. Panels of an odd number of groups (a 5632-output row is two of 11, llama-1b's gate and up
