@@ -582,10 +582,10 @@ void fused_rows(const neuron_rows& r, const float* x, const int32_t* idx, int64_
 
     // How many neurons ahead the gate/up dots prefetch (chunk path): about k_glu_lead_bytes of rows ahead,
     // at most the next block's. The next block (32 neurons) was 0.5-1 MB of gate and up rows at dim 14336,
-    // as much as half of L2: 4096x14336 Q4_0 / Q8_0 at d = 0.1, 0.5, 1, 2 threads, medians of 3
-    // alternating, GB/s: 19.0 / 21.0 / 21.6 -> 23.1 / 25.4 / 26.5, 19.2 / 20.7 / 20.8 -> 25.6 / 28.2 / 29.8
-    // one neuron ahead; dim 4096 alike or up to 8% faster; dim 2048 (2-4 KiB per neuron) wants a whole
-    // block ahead: 1-2 neurons there were up to 11% slower.
+    // as much as half of L2: `bench kernels --shapes 14336x4096` (dim 14336) Q4_0 / Q8_0 at d = 0.1, 0.5,
+    // 1, 2 threads, medians of 3 alternating, GB/s: 19.0 / 21.0 / 21.6 -> 23.1 / 25.4 / 26.5, 19.2 / 20.7 /
+    // 20.8 -> 25.6 / 28.2 / 29.8 one neuron ahead; dim 4096 alike or up to 8% faster; dim 2048 (2-4 KiB per
+    // neuron) wants a whole block ahead: 1-2 neurons there were up to 11% slower.
     constexpr int64_t k_glu_lead_bytes = 64 * 1024;
     const int64_t neuron_row_bytes = (r.gate ? 2 : 1) * dtype_row_bytes(r.type, dim);
     const int64_t glu_lead =

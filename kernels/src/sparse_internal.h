@@ -99,8 +99,8 @@ using chunk_fn = void (*)(float* acc, bool init, int n_rows, const uint8_t* cons
 
 // The chunk kernels' prefetch of the next chunk's rows (the first row_bytes of n_pf rows, read while this
 // chunk's n_steps output steps compute): into L2, paced evenly over the steps, at most k_prefetch_lines in
-// all, row after row (sequential runs for DRAM) with a walking pointer. The AVX2 chunks pass whole rows;
-// the AVX-512 VNNI chunks only their heads and prefetch the rest in row as they read (row_ahead there).
+// all, row after row (sequential runs for DRAM) with a walking pointer. On Intel the chunks pass only the
+// rows' heads and prefetch the rest in row as they read it (row_ahead below); elsewhere whole rows.
 // - The AVX-512 VNNI chunks went across the rows until stop 43 (line l of every row before line l + 1 of
 //   any, as the next chunk reads them): on stop 29's Zen 4 that was 1-4 points of DIP's and TEAL's ideal
 //   ahead, because row after row the last rows' first lines came late. On stop 43's Zen 5 the order
