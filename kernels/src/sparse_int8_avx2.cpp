@@ -305,9 +305,7 @@ void chunk_run(float* acc, int n_rows, const uint8_t* const* rows, const float* 
     const int64_t nb = n / 32;
     // The next chunk's rows go to L2 while this one is consumed (paced_prefetch), over nb blocks: whole
     // rows, or on Intel their heads, with row_ahead taking each row on in row (as the VNNI chunks).
-    const bool in_row = cpu_prefers_in_row_chunk_prefetch();
-    paced_prefetch prefetch(pf, n_pf, in_row ? std::min(nb * V::bytes, row_ahead::k_row_ahead) : nb * V::bytes, nb);
-    row_ahead ahead(in_row ? nb * V::bytes : 0);
+    auto [prefetch, ahead] = chunk_prefetchers_for(pf, n_pf, nb * V::bytes, nb);
     coef_step t;
     if constexpr (V::pairs) {
         assert(nb % k_step == 0);  // the x8 forms' segments are whole groups (sparse_internal.h)

@@ -170,6 +170,20 @@ private:
     int64_t m_next = k_row_ahead, m_end;
 };
 
+// A chunk kernel's two prefetchers for rows of row_bytes over n_steps steps, as this CPU prefers them
+// (cpu_prefers_in_row_chunk_prefetch): the next chunk's row heads into L2 and these rows in row, or the
+// next chunk's whole rows into L2 and no in-row prefetch.
+struct chunk_prefetchers {
+    paced_prefetch next;
+    row_ahead rows;
+};
+inline chunk_prefetchers chunk_prefetchers_for(const uint8_t* const* pf, int n_pf, int64_t row_bytes,
+                                               int64_t n_steps) {
+    if (cpu_prefers_in_row_chunk_prefetch())
+        return {paced_prefetch(pf, n_pf, std::min(row_bytes, row_ahead::k_row_ahead), n_steps), row_ahead(row_bytes)};
+    return {paced_prefetch(pf, n_pf, row_bytes, n_steps), row_ahead(0)};
+}
+
 }  // namespace
 
 struct sparse_table {

@@ -395,10 +395,8 @@ void chunk(float* acc, bool init, int n_rows, const uint8_t* const* rows, const 
     // GB/s): Q4_0x8 14.1 -> 16.7, 16.0 -> 18.1, 20.8 -> 22.9; 17.3 -> 21.8, 18.4 -> 22.4, 19.4 -> 24.4;
     // 17.8 -> 23.7, 18.5 -> 23.5, 20.8 -> 25.9. Q8_0x8 and Q6_0x8 (Q4_K's down) gained 0-34%, the fused
     // MLP and the pairs 8-24%; DIP and TEAL end to end 11-15 points of their ideal (docs/results.md).
-    // Elsewhere (AMD) whole rows into L2, as measured there (paced_prefetch).
-    const bool in_row = cpu_prefers_in_row_chunk_prefetch();
-    paced_prefetch prefetch(pf, n_pf, in_row ? std::min(nb * V::bytes, row_ahead::k_row_ahead) : nb * V::bytes, nb);
-    row_ahead ahead(in_row ? nb * V::bytes : 0);
+    // Elsewhere (AMD) whole rows into L2, as measured there (chunk_prefetchers_for).
+    auto [prefetch, ahead] = chunk_prefetchers_for(pf, n_pf, nb * V::bytes, nb);
     // Coefficients of 16 blocks per pass over the x8 rows' whole pairs of groups (coefs16), 8 for an odd
     // last group. Q4_0x8 input-sparse, 4096x14336, 2 threads, builds alternating x3: 12.9-14.8 -> 14.9-18.2
     // GB/s. Panels of an odd number of groups (a 5632-output row is two of 11, llama-1b's gate and up
